@@ -1,0 +1,364 @@
+//! `jobwire demo`: the whole life of real jobs, end to end, on one database.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use chrono::TimeDelta;
+use jobwire_consumer::maintenance::SweeperConfig;
+use jobwire_consumer::{
+    HandlerOptions, HandlerRegistry, PgWorker, PgWorkerConfig, QueueConfig, RuntimeConfig,
+};
+use jobwire_core::{Backoff, JobState, NewJob};
+use serde_json::json;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, Connection, PgPool};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+#[derive(clap::Args)]
+pub(crate) struct DemoArgs {
+    /// Give up waiting for the jobs after this many seconds.
+    #[arg(long, default_value_t = 60)]
+    timeout_s: u64,
+}
+
+/// One demo job and the state it should end in.
+struct DemoJob {
+    label: &'static str,
+    job: NewJob,
+    expect: JobState,
+}
+
+const QUEUE: &str = "demo";
+
+fn demo_jobs(run: &str) -> Vec<DemoJob> {
+    let job = |label, job_type: &str, payload, expect| DemoJob {
+        label,
+        job: NewJob::new(job_type, payload).with_queue(QUEUE),
+        expect,
+    };
+    let mut jobs = vec![
+        job(
+            "welcome email",
+            "noop",
+            json!({"user_id": 1}),
+            JobState::Succeeded,
+        ),
+        job(
+            "welcome email",
+            "noop",
+            json!({"user_id": 2}),
+            JobState::Succeeded,
+        ),
+        job(
+            "thumbnail",
+            "sleep",
+            json!({"ms": 300}),
+            JobState::Succeeded,
+        ),
+        job(
+            "thumbnail",
+            "sleep",
+            json!({"ms": 300}),
+            JobState::Succeeded,
+        ),
+        job(
+            "flaky webhook (fails twice)",
+            "fail_times",
+            json!({"times": 2}),
+            JobState::Succeeded,
+        ),
+        job(
+            "poison job (always fails)",
+            "always_fail",
+            json!({}),
+            JobState::Failed,
+        ),
+        job(
+            "bad input (fatal error)",
+            "fail_fatal",
+            json!({}),
+            JobState::Failed,
+        ),
+        job(
+            "job type no worker knows",
+            "send_fax",
+            json!({}),
+            JobState::Failed,
+        ),
+        job(
+            "long export (cancelled)",
+            "sleep",
+            json!({"ms": 600_000}),
+            JobState::Cancelled,
+        ),
+    ];
+    jobs[5].job.max_attempts = 3;
+    jobs[2].job.priority = 1;
+    jobs[3].job.priority = 1;
+    jobs.push(DemoJob {
+        label: "reminder (delayed 2 s)",
+        job: NewJob::new("noop", json!({"user_id": 3}))
+            .with_queue(QUEUE)
+            .with_delay(TimeDelta::seconds(2)),
+        expect: JobState::Succeeded,
+    });
+    jobs.push(DemoJob {
+        label: "daily digest (dedup key)",
+        job: NewJob::new("noop", json!({"digest": "daily"}))
+            .with_queue(QUEUE)
+            .with_dedup_key(format!("digest-{run}")),
+        expect: JobState::Succeeded,
+    });
+    jobs
+}
+
+pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
+    ensure_database(database_url).await?;
+    let pool = PgPoolOptions::new()
+        .max_connections(8)
+        .connect(database_url)
+        .await
+        .with_context(|| format!("cannot connect to {}", crate::redact(database_url)))?;
+    jobwire_core::migrate(&pool).await?;
+    println!("jobwire demo: schema migrated; PostgreSQL path, queue {QUEUE:?}\n");
+
+    let run = Uuid::now_v7().simple().to_string();
+    let mut tracked: Vec<(String, Uuid, JobState)> = Vec::new();
+
+    // 1. Transactional enqueue: the job lives or dies with the business row.
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS demo_orders (id uuid PRIMARY KEY, item text NOT NULL, created_at timestamptz NOT NULL DEFAULT now())",
+    )
+    .execute(&pool)
+    .await?;
+    let committed_order = Uuid::now_v7();
+    let mut tx = pool.begin().await?;
+    sqlx::query("INSERT INTO demo_orders (id, item) VALUES ($1, 'teapot')")
+        .bind(committed_order)
+        .execute(&mut *tx)
+        .await?;
+    let confirmation = jobwire_core::enqueue(
+        &mut *tx,
+        &NewJob::new("noop", json!({"order_id": committed_order})).with_queue(QUEUE),
+    )
+    .await?;
+    tx.commit().await?;
+    tracked.push((
+        "order confirmation (same tx as order)".into(),
+        confirmation.job_id,
+        JobState::Succeeded,
+    ));
+
+    let rolled_back_order = Uuid::now_v7();
+    let mut tx = pool.begin().await?;
+    sqlx::query("INSERT INTO demo_orders (id, item) VALUES ($1, 'kettle')")
+        .bind(rolled_back_order)
+        .execute(&mut *tx)
+        .await?;
+    let lost = jobwire_core::enqueue(
+        &mut *tx,
+        &NewJob::new("noop", json!({"order_id": rolled_back_order})).with_queue(QUEUE),
+    )
+    .await?;
+    tx.rollback().await?;
+    let order_left = sqlx::query_scalar::<_, i64>("SELECT count(*) FROM demo_orders WHERE id = $1")
+        .bind(rolled_back_order)
+        .fetch_one(&pool)
+        .await?;
+    let job_left = jobwire_core::job_status(&pool, lost.job_id).await.is_ok();
+    println!(
+        "transactional enqueue: committed order -> job {}; rolled-back order left {} order rows and {} job",
+        confirmation.job_id,
+        order_left,
+        if job_left { "a" } else { "no" }
+    );
+    if order_left != 0 || job_left {
+        bail!("a rolled-back enqueue left rows behind");
+    }
+
+    // 2. A realistic mix, enqueued in one statement.
+    let jobs = demo_jobs(&run);
+    let new_jobs: Vec<NewJob> = jobs.iter().map(|job| job.job.clone()).collect();
+    let enqueued = jobwire_core::enqueue_many(&pool, &new_jobs).await?;
+    for (job, enqueued) in jobs.iter().zip(&enqueued) {
+        tracked.push((job.label.into(), enqueued.job_id, job.expect));
+    }
+    let digest = jobs.last().expect("demo jobs").job.clone();
+    let again = jobwire_core::enqueue(&pool, &digest).await?;
+    println!(
+        "dedup: enqueueing the daily digest again returned job {} with duplicate = {}",
+        again.job_id, again.duplicate
+    );
+    if !again.duplicate || again.job_id != enqueued.last().expect("enqueued").job_id {
+        bail!("the dedup key did not hold");
+    }
+    println!("enqueued {} jobs; starting a worker\n", tracked.len());
+
+    // 3. A worker with demo-friendly timings.
+    let mut registry = HandlerRegistry::new();
+    jobwire_consumer::builtin::register_builtin_handlers(
+        &mut registry,
+        HandlerOptions {
+            backoff: Backoff {
+                base: Duration::from_millis(300),
+                max: Duration::from_secs(2),
+                jitter_ratio: 0.1,
+            },
+            ..HandlerOptions::default()
+        },
+    );
+    let config = PgWorkerConfig {
+        runtime: RuntimeConfig {
+            lease: Duration::from_secs(3),
+            ..RuntimeConfig::default()
+        },
+        queues: vec![QueueConfig::new(QUEUE, 8)],
+        poll_interval: Duration::from_millis(250),
+        shutdown_timeout: Duration::from_secs(5),
+        sweeper: Some(SweeperConfig {
+            interval: Duration::from_secs(1),
+            ..SweeperConfig::default()
+        }),
+        retention: None,
+        ..PgWorkerConfig::default()
+    };
+    let shutdown = CancellationToken::new();
+    tokio::spawn(crate::cancel_on_signal(shutdown.clone()));
+    let worker = tokio::spawn(PgWorker::new(pool.clone(), registry, config).run(shutdown.clone()));
+
+    // 4. Cancel the long export once it is running.
+    let export = tracked
+        .iter()
+        .find(|(label, ..)| label.starts_with("long export"))
+        .map(|(_, id, _)| *id)
+        .expect("demo has a long export");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout_s);
+    wait_for(&pool, export, deadline, |state| state == JobState::Running).await?;
+    let cancel = jobwire_core::request_cancel(&pool, export).await?;
+    println!("cancel requested for the running export: {cancel:?}");
+
+    // 5. Wait for every job to finish.
+    let ids: Vec<Uuid> = tracked.iter().map(|(_, id, _)| *id).collect();
+    let finals = loop {
+        let states = states(&pool, &ids).await?;
+        if states.values().all(|status| status.0.is_terminal()) {
+            break states;
+        }
+        if tokio::time::Instant::now() > deadline || shutdown.is_cancelled() {
+            shutdown.cancel();
+            bail!(
+                "jobs still unfinished after {} s: {states:?}",
+                args.timeout_s
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    shutdown.cancel();
+    let report = worker.await??;
+
+    println!(
+        "\n{:<40} {:<12} {:<10} {:>8}  {:<18} ok",
+        "job", "type", "state", "attempts", "last error"
+    );
+    let mut unexpected = 0;
+    for (label, id, expect) in &tracked {
+        let status = jobwire_core::job_status(&pool, *id).await?;
+        let ok = status.state == *expect;
+        unexpected += usize::from(!ok);
+        println!(
+            "{:<40} {:<12} {:<10} {:>8}  {:<18} {}",
+            label,
+            status.job_type,
+            status.state,
+            status.attempt_count,
+            status.last_error_code.as_deref().unwrap_or("-"),
+            if ok {
+                "yes".to_owned()
+            } else {
+                format!("NO (expected {expect})")
+            }
+        );
+        debug_assert_eq!(finals[id].0, status.state);
+    }
+    println!(
+        "\nworker: {} claims, {} succeeded, {} retries, {} failed, {} cancelled, {} fenced, {} completion statements",
+        report.claimed,
+        report.succeeded,
+        report.retried,
+        report.failed,
+        report.cancelled,
+        report.fenced,
+        report.completion_batches
+    );
+    if unexpected > 0 {
+        bail!("{unexpected} jobs did not end as expected");
+    }
+    println!("every job ended as expected");
+    Ok(())
+}
+
+async fn states(pool: &PgPool, ids: &[Uuid]) -> Result<HashMap<Uuid, (JobState, i32)>> {
+    let rows: Vec<(Uuid, String, i32)> =
+        sqlx::query_as("SELECT job_id, state, attempt_count FROM jobs WHERE job_id = ANY($1)")
+            .bind(ids)
+            .fetch_all(pool)
+            .await?;
+    rows.into_iter()
+        .map(|(id, state, attempts)| Ok((id, (state.parse()?, attempts))))
+        .collect()
+}
+
+async fn wait_for(
+    pool: &PgPool,
+    job_id: Uuid,
+    deadline: tokio::time::Instant,
+    done: impl Fn(JobState) -> bool,
+) -> Result<()> {
+    loop {
+        let status = jobwire_core::job_status(pool, job_id).await?;
+        if done(status.state) {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!("job {job_id} stayed {}", status.state);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Create the demo's database if it does not exist yet, so that a fresh
+/// PostgreSQL is enough.
+async fn ensure_database(database_url: &str) -> Result<()> {
+    let options: PgConnectOptions = database_url
+        .parse()
+        .with_context(|| format!("bad database URL {}", crate::redact(database_url)))?;
+    let Some(name) = options.get_database().map(str::to_owned) else {
+        return Ok(());
+    };
+    if options.clone().connect().await.is_ok() {
+        return Ok(());
+    }
+    let mut admin = options
+        .database("postgres")
+        .connect()
+        .await
+        .with_context(|| format!("cannot reach PostgreSQL at {}", crate::redact(database_url)))?;
+    let exists: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+            .bind(&name)
+            .fetch_one(&mut admin)
+            .await?;
+    if !exists {
+        // CREATE DATABASE takes no bind parameters; the name is quoted as an
+        // identifier (embedded quotes doubled), which is the audit sqlx asks for.
+        let quoted = format!("\"{}\"", name.replace('"', "\"\""));
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {quoted}")))
+            .execute(&mut admin)
+            .await?;
+        println!("created database {name}");
+    }
+    admin.close().await?;
+    Ok(())
+}

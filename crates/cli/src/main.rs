@@ -1,0 +1,395 @@
+//! `jobwire`: operate a jobwire database from the command line.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use chrono::{DateTime, TimeDelta, Utc};
+use clap::{Parser, Subcommand};
+use jobwire_consumer::maintenance::{RetentionConfig, SweeperConfig};
+use jobwire_consumer::{
+    HandlerOptions, HandlerRegistry, PgWorker, PgWorkerConfig, QueueConfig, RuntimeConfig,
+};
+use jobwire_core::{Backoff, JobStatus, NewJob, ReplayFilter};
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+mod demo;
+
+/// The local PostgreSQL every machine of ours runs; `jobwire demo` creates
+/// the database if it is missing.
+const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/jobwire";
+
+#[derive(Parser)]
+#[command(
+    name = "jobwire",
+    version,
+    about = "Background jobs with PostgreSQL as the source of truth"
+)]
+struct Cli {
+    /// PostgreSQL connection string.
+    #[arg(long, env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL, global = true)]
+    database_url: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Apply the schema migrations.
+    Migrate,
+    /// Enqueue one job and print its id.
+    Enqueue(EnqueueArgs),
+    /// Show one job.
+    Status {
+        /// Job id.
+        job_id: Uuid,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a job (queued: at once; running: at its next heartbeat).
+    Cancel {
+        /// Job id.
+        job_id: Uuid,
+    },
+    /// List dead letters (FAILED jobs) grouped by job type and error code.
+    DeadLetters,
+    /// Replay dead-lettered jobs: one by id, or a group by type and error.
+    Replay(ReplayArgs),
+    /// Run a PostgreSQL-path worker with the built-in handlers until Ctrl-C / SIGTERM.
+    Worker(WorkerArgs),
+    /// Migrate, enqueue a realistic mix of jobs, run them, report each one's fate.
+    Demo(demo::DemoArgs),
+}
+
+#[derive(clap::Args)]
+struct EnqueueArgs {
+    /// Job type (the handler that runs it).
+    job_type: String,
+    /// Payload as JSON.
+    #[arg(long, default_value = "{}")]
+    payload: String,
+    /// Queue.
+    #[arg(long, default_value = NewJob::DEFAULT_QUEUE)]
+    queue: String,
+    /// Priority; lower runs first.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    priority: i16,
+    /// Attempts before the job is dead-lettered.
+    #[arg(long, default_value_t = NewJob::DEFAULT_MAX_ATTEMPTS)]
+    max_attempts: i32,
+    /// Run no earlier than this many milliseconds from now.
+    #[arg(long, allow_negative_numbers = true, conflicts_with = "run_at")]
+    delay_ms: Option<i64>,
+    /// Run no earlier than this RFC 3339 time.
+    #[arg(long)]
+    run_at: Option<DateTime<Utc>>,
+    /// Idempotency key: enqueueing the same (type, key) again returns the first job.
+    #[arg(long)]
+    dedup_key: Option<String>,
+    /// Print JSON instead of the bare id.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+struct ReplayArgs {
+    /// Replay this one job.
+    #[arg(conflicts_with_all = ["job_type", "error_code"])]
+    job_id: Option<Uuid>,
+    /// Replay FAILED jobs of this type.
+    #[arg(long)]
+    job_type: Option<String>,
+    /// Replay FAILED jobs whose last error has this code.
+    #[arg(long)]
+    error_code: Option<String>,
+    /// Most jobs replayed by a group replay.
+    #[arg(long, default_value_t = 1000)]
+    limit: i64,
+    /// Who is replaying (recorded in job_audit).
+    #[arg(long, env = "USER", default_value = "operator")]
+    actor: String,
+    /// Why (recorded in job_audit).
+    #[arg(long, default_value = "replayed from the command line")]
+    reason: String,
+}
+
+#[derive(clap::Args)]
+struct WorkerArgs {
+    /// Queue to serve as NAME or NAME=CONCURRENCY; repeat for several.
+    #[arg(long = "queue", default_value = "default=16")]
+    queues: Vec<String>,
+    /// Lease length in milliseconds (heartbeats every third of it).
+    #[arg(long, default_value_t = 30_000)]
+    lease_ms: u64,
+    /// Retry backoff base in milliseconds for the built-in handlers.
+    #[arg(long, default_value_t = 5_000)]
+    backoff_base_ms: u64,
+    /// Retry backoff cap in milliseconds for the built-in handlers.
+    #[arg(long, default_value_t = 900_000)]
+    backoff_max_ms: u64,
+    /// Seconds to let running jobs finish on shutdown before cancelling them.
+    #[arg(long, default_value_t = 30)]
+    shutdown_timeout_s: u64,
+    /// Lease owner id (default: unique per process).
+    #[arg(long)]
+    worker_id: Option<String>,
+    /// Do not run the lease sweeper in this process.
+    #[arg(long)]
+    no_sweeper: bool,
+    /// Sweeper interval in milliseconds.
+    #[arg(long, default_value_t = 5_000)]
+    sweep_interval_ms: u64,
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let default_filter = match cli.command {
+        Command::Worker(_) => "info",
+        _ => "warn",
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+
+    match cli.command {
+        Command::Demo(args) => demo::run(&cli.database_url, args).await,
+        command => {
+            let pool = connect(&cli.database_url).await?;
+            run(command, pool).await
+        }
+    }
+}
+
+async fn connect(url: &str) -> Result<PgPool> {
+    PgPoolOptions::new()
+        .max_connections(16)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect(url)
+        .await
+        .with_context(|| format!("cannot connect to PostgreSQL at {}", redact(url)))
+}
+
+/// The URL without its password, for error messages.
+fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string()
+        }
+        _ => url.to_owned(),
+    }
+}
+
+async fn run(command: Command, pool: PgPool) -> Result<()> {
+    match command {
+        Command::Migrate => {
+            jobwire_core::migrate(&pool).await?;
+            println!("schema is up to date");
+        }
+        Command::Enqueue(args) => enqueue(&pool, args).await?,
+        Command::Status { job_id, json } => {
+            let status = jobwire_core::job_status(&pool, job_id).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&status)?);
+            } else {
+                print_status(&status);
+            }
+        }
+        Command::Cancel { job_id } => {
+            let outcome = jobwire_core::request_cancel(&pool, job_id).await?;
+            println!(
+                "{job_id}: {}",
+                serde_json::to_value(outcome)?.as_str().unwrap_or("?")
+            );
+        }
+        Command::DeadLetters => {
+            let groups = jobwire_core::dead_letter_groups(&pool).await?;
+            if groups.is_empty() {
+                println!("no dead letters");
+            }
+            for group in groups {
+                println!(
+                    "{:>7}  {:<24} {:<24} last failed {}",
+                    group.jobs,
+                    group.job_type,
+                    group.last_error_code.as_deref().unwrap_or("-"),
+                    group
+                        .last_failed_at
+                        .map(|at| at.to_rfc3339())
+                        .unwrap_or_default()
+                );
+            }
+        }
+        Command::Replay(args) => replay(&pool, args).await?,
+        Command::Worker(args) => worker(pool, args).await?,
+        Command::Demo(_) => unreachable!("handled before connecting"),
+    }
+    Ok(())
+}
+
+async fn enqueue(pool: &PgPool, args: EnqueueArgs) -> Result<()> {
+    let payload: serde_json::Value = serde_json::from_str(&args.payload)
+        .with_context(|| format!("--payload is not valid JSON: {}", args.payload))?;
+    let mut job = NewJob::new(args.job_type, payload)
+        .with_queue(args.queue)
+        .with_priority(args.priority)
+        .with_max_attempts(args.max_attempts);
+    if let Some(delay) = args.delay_ms {
+        job = job.with_delay(TimeDelta::milliseconds(delay));
+    }
+    if let Some(at) = args.run_at {
+        job = job.with_run_at(at);
+    }
+    if let Some(key) = args.dedup_key {
+        job = job.with_dedup_key(key);
+    }
+    let enqueued = jobwire_core::enqueue(pool, &job).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&enqueued)?);
+    } else {
+        println!("{}", enqueued.job_id);
+        if enqueued.duplicate {
+            eprintln!("duplicate: a job with this dedup key already exists");
+        }
+    }
+    Ok(())
+}
+
+async fn replay(pool: &PgPool, args: ReplayArgs) -> Result<()> {
+    if let Some(job_id) = args.job_id {
+        jobwire_core::replay_dead_job(pool, job_id, &args.actor, &args.reason).await?;
+        println!("{job_id}: replayed");
+        return Ok(());
+    }
+    if args.job_type.is_none() && args.error_code.is_none() {
+        bail!("name a job id, or a group with --job-type and/or --error-code");
+    }
+    let filter = ReplayFilter {
+        job_type: args.job_type,
+        error_code: args.error_code,
+        since: None,
+        limit: args.limit,
+    };
+    let replayed = jobwire_core::replay_dead(pool, &filter, &args.actor, &args.reason).await?;
+    println!("{} jobs replayed", replayed.len());
+    Ok(())
+}
+
+fn parse_queue(spec: &str) -> Result<QueueConfig> {
+    match spec.split_once('=') {
+        None => Ok(QueueConfig::new(spec, 16)),
+        Some((name, concurrency)) => Ok(QueueConfig::new(
+            name,
+            concurrency
+                .parse()
+                .with_context(|| format!("bad concurrency in --queue {spec}"))?,
+        )),
+    }
+}
+
+async fn worker(pool: PgPool, args: WorkerArgs) -> Result<()> {
+    jobwire_core::migrate(&pool).await?;
+    let mut registry = HandlerRegistry::new();
+    jobwire_consumer::builtin::register_builtin_handlers(
+        &mut registry,
+        HandlerOptions {
+            backoff: Backoff {
+                base: Duration::from_millis(args.backoff_base_ms),
+                max: Duration::from_millis(args.backoff_max_ms),
+                ..Backoff::default()
+            },
+            ..HandlerOptions::default()
+        },
+    );
+    let config = PgWorkerConfig {
+        runtime: RuntimeConfig {
+            worker_id: args
+                .worker_id
+                .unwrap_or_else(jobwire_consumer::default_worker_id),
+            lease: Duration::from_millis(args.lease_ms),
+            ..RuntimeConfig::default()
+        },
+        queues: args
+            .queues
+            .iter()
+            .map(|spec| parse_queue(spec))
+            .collect::<Result<_>>()?,
+        shutdown_timeout: Duration::from_secs(args.shutdown_timeout_s),
+        sweeper: (!args.no_sweeper).then(|| SweeperConfig {
+            interval: Duration::from_millis(args.sweep_interval_ms),
+            ..SweeperConfig::default()
+        }),
+        retention: Some(RetentionConfig::default()),
+        ..PgWorkerConfig::default()
+    };
+    let shutdown = CancellationToken::new();
+    tokio::spawn(cancel_on_signal(shutdown.clone()));
+    let report = PgWorker::new(pool, registry, config).run(shutdown).await?;
+    println!("{}", serde_json::to_string(&report)?);
+    Ok(())
+}
+
+/// Cancel `shutdown` on Ctrl-C or SIGTERM.
+pub(crate) async fn cancel_on_signal(shutdown: CancellationToken) {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing a SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    tracing::info!("shutdown signal received");
+    shutdown.cancel();
+}
+
+fn print_status(status: &JobStatus) {
+    let time =
+        |at: Option<DateTime<Utc>>| at.map(|at| at.to_rfc3339()).unwrap_or_else(|| "-".into());
+    println!("job        {}", status.job_id);
+    println!(
+        "type       {} (queue {}, priority {})",
+        status.job_type, status.queue, status.priority
+    );
+    println!(
+        "state      {}{}",
+        status.state,
+        if status.archived { " (archived)" } else { "" }
+    );
+    println!(
+        "attempts   {} of {}",
+        status.attempt_count, status.max_attempts
+    );
+    if status.state.is_claimable() {
+        println!("next run   {}", status.run_after.to_rfc3339());
+    }
+    if let Some(owner) = &status.lease_owner {
+        println!(
+            "lease      {owner}, generation {}, expires {}",
+            status.lease_generation,
+            time(status.lease_expires_at)
+        );
+        println!("heartbeat  {}", time(status.heartbeat_at));
+    }
+    if let Some(code) = &status.last_error_code {
+        println!(
+            "last error {code}: {}",
+            status.last_error.as_deref().unwrap_or("")
+        );
+    }
+    println!("created    {}", status.created_at.to_rfc3339());
+    println!("finished   {}", time(status.finished_at));
+    println!("payload    {}", status.payload);
+}

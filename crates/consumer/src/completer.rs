@@ -1,0 +1,115 @@
+//! The completer: attempt outcomes, written in batches with one fenced
+//! statement each.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jobwire_core::{FinishOutcome, FinishResult, JobState, Lease};
+use sqlx::PgPool;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::jittered;
+use crate::stats::{WorkerStats, bump};
+
+/// One outcome to record.
+pub(crate) struct Completion {
+    pub(crate) lease: Lease,
+    pub(crate) outcome: FinishOutcome,
+}
+
+/// How many times the last batch is retried at shutdown when the database is
+/// unreachable. Outcomes that still cannot be written are safe to lose: their
+/// leases lapse and the sweeper retries those jobs.
+const FINAL_FLUSH_TRIES: u32 = 5;
+
+/// Write outcomes as they arrive. Whatever queued up while the previous
+/// statement ran goes into the next one (up to `batch_size`), so an idle
+/// worker writes at once and a busy one shares each commit among many jobs.
+/// After `stop`, drains what is left and returns.
+pub(crate) async fn run_completer(
+    pool: PgPool,
+    owner: Arc<str>,
+    mut outcomes: mpsc::Receiver<Completion>,
+    batch_size: usize,
+    stats: Arc<WorkerStats>,
+    stop: CancellationToken,
+) {
+    let mut batch: Vec<(Lease, FinishOutcome)> = Vec::with_capacity(batch_size);
+    loop {
+        let first = tokio::select! {
+            biased;
+            next = outcomes.recv() => next,
+            _ = stop.cancelled() => outcomes.try_recv().ok(),
+        };
+        let Some(first) = first else { return };
+        batch.push((first.lease, first.outcome));
+        while batch.len() < batch_size {
+            match outcomes.try_recv() {
+                Ok(next) => batch.push((next.lease, next.outcome)),
+                Err(_) => break,
+            }
+        }
+        write_batch(&pool, &owner, &batch, &stats, &stop).await;
+        batch.clear();
+    }
+}
+
+async fn write_batch(
+    pool: &PgPool,
+    owner: &str,
+    batch: &[(Lease, FinishOutcome)],
+    stats: &WorkerStats,
+    stop: &CancellationToken,
+) {
+    let mut pause = Duration::from_millis(50);
+    let mut tries_after_stop = 0;
+    loop {
+        match jobwire_core::finish_many(pool, owner, batch).await {
+            Ok(results) => {
+                bump(&stats.completion_batches);
+                for result in results {
+                    record(result, stats);
+                }
+                return;
+            }
+            Err(err) => {
+                bump(&stats.database_errors);
+                if stop.is_cancelled() {
+                    tries_after_stop += 1;
+                    if tries_after_stop >= FINAL_FLUSH_TRIES {
+                        tracing::error!(error = %err, outcomes = batch.len(),
+                            "giving up on the last outcomes; their leases will lapse and the sweeper will retry them");
+                        return;
+                    }
+                }
+                tracing::warn!(error = %err, outcomes = batch.len(), "writing outcomes failed; retrying");
+                tokio::time::sleep(jittered(pause, 0.2)).await;
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+fn record(result: FinishResult, stats: &WorkerStats) {
+    match result {
+        FinishResult::Recorded { job_id, state, .. } => {
+            let counter = match state {
+                JobState::Succeeded => &stats.succeeded,
+                JobState::RetryWait => &stats.retried,
+                JobState::Failed => &stats.failed,
+                JobState::Cancelled => &stats.cancelled,
+                other => {
+                    tracing::error!(%job_id, state = %other, "outcome recorded into an unexpected state");
+                    return;
+                }
+            };
+            bump(counter);
+            tracing::debug!(%job_id, %state, "outcome recorded");
+        }
+        FinishResult::Fenced { job_id } => {
+            bump(&stats.fenced);
+            tracing::warn!(%job_id, "outcome rejected: the lease had been lost (fenced)");
+        }
+    }
+}

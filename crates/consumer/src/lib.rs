@@ -1,0 +1,41 @@
+//! jobwire-consumer: the code that runs jobs.
+//!
+//! - [`HandlerRegistry`]: job type -> async handler, with its backoff and timeout.
+//! - [`JobRuntime`]: runs claimed jobs (handler task, heartbeats, cancellation,
+//!   deadline, panic capture) and reports outcomes through the batched,
+//!   fenced [`completer`](JobRuntime). One implementation serves every wake-up
+//!   source: the PostgreSQL-path [`PgWorker`] today, broker consumers next.
+//! - [`PgWorker`]: claims with SKIP LOCKED batches, woken by LISTEN/NOTIFY with a
+//!   jittered poll fallback, per-queue concurrency, staged shutdown.
+//! - [`maintenance`]: the lease sweeper and the retention loop.
+#![warn(missing_docs)]
+
+pub mod builtin;
+mod completer;
+mod handler;
+mod lease_keeper;
+pub mod maintenance;
+mod runtime;
+mod stats;
+mod worker;
+
+pub use handler::{
+    CancelReason, HandlerOptions, HandlerRegistry, JobContext, JobError, JobErrorKind, JobHandler,
+};
+pub use runtime::{JobRuntime, RuntimeConfig};
+pub use stats::{WorkerReport, WorkerStats};
+pub use worker::{PgWorker, PgWorkerConfig, QueueConfig, WorkerError};
+
+/// A lease owner id unique to this process and call: `jobwire-<pid>-<random>`.
+pub fn default_worker_id() -> String {
+    let random = uuid::Uuid::new_v4().simple().to_string();
+    format!("jobwire-{}-{}", std::process::id(), &random[..8])
+}
+
+/// A duration scaled by a random factor in `[1 - spread, 1 + spread]`, so that
+/// many workers polling or retrying do not move in lockstep.
+pub(crate) fn jittered(base: std::time::Duration, spread: f64) -> std::time::Duration {
+    use rand::Rng;
+    let factor = 1.0 + rand::rng().random_range(-spread..=spread);
+    base.mul_f64(factor.max(0.0))
+}

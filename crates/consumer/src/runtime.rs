@@ -1,0 +1,401 @@
+//! The job runtime: runs claimed jobs, whatever woke them up.
+
+use std::any::Any;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use jobwire_core::{ClaimedJob, FinishOutcome, Lease};
+use sqlx::PgPool;
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+
+use crate::completer::{Completion, run_completer};
+use crate::handler::RegisteredHandler;
+use crate::lease_keeper::{LeaseTable, run_lease_keeper};
+use crate::stats::{WorkerReport, WorkerStats, bump};
+use crate::{CancelReason, HandlerRegistry, JobContext, JobError, JobErrorKind};
+
+/// Settings shared by every way of running jobs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuntimeConfig {
+    /// Lease owner id written into every claimed row. Unique per process.
+    pub worker_id: String,
+    /// Lease length; heartbeats renew it every third of it.
+    pub lease: Duration,
+    /// How long a cancelled handler gets to return before it is aborted.
+    pub cancel_grace: Duration,
+    /// Most outcomes written by one completion statement.
+    pub completion_batch_size: usize,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            worker_id: crate::default_worker_id(),
+            lease: Duration::from_secs(30),
+            cancel_grace: Duration::from_secs(5),
+            completion_batch_size: 500,
+        }
+    }
+}
+
+impl RuntimeConfig {
+    /// Reject settings that cannot work.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.worker_id.trim().is_empty() {
+            return Err("worker_id must not be empty".into());
+        }
+        if self.lease < Duration::from_millis(300) {
+            return Err(format!(
+                "lease must be at least 300 ms, got {:?}",
+                self.lease
+            ));
+        }
+        if self.completion_batch_size == 0 {
+            return Err("completion_batch_size must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// How a handler task ended.
+enum HandlerEnd {
+    Returned(Result<(), JobError>),
+    Panicked(String),
+    /// Cancelled and did not return within the grace period: aborted.
+    Aborted,
+}
+
+struct Inner {
+    pool: PgPool,
+    worker_id: Arc<str>,
+    config: RuntimeConfig,
+    registry: HandlerRegistry,
+    leases: Arc<LeaseTable>,
+    outcomes: mpsc::Sender<Completion>,
+    /// Every job task, so shutdown can wait for the drain.
+    jobs: TaskTracker,
+    stats: Arc<WorkerStats>,
+    /// Background tasks and the tokens that stop them (in shutdown order).
+    lease_keeper: Mutex<Option<(CancellationToken, JoinHandle<()>)>>,
+    completer: Mutex<Option<(CancellationToken, JoinHandle<()>)>>,
+    /// If the runtime is dropped without `shutdown`, its background tasks
+    /// still stop.
+    _stop_on_drop: DropGuard,
+}
+
+/// Runs claimed jobs: each in its own task with a [`JobContext`], renewed by
+/// one shared heartbeat loop, its outcome written by one batching completer.
+/// Cheap to clone; every clone drives the same runtime.
+///
+/// Lifecycle: [`JobRuntime::start`] spawns the heartbeat and completion
+/// loops; feed it with [`JobRuntime::spawn`]; stop feeding, then call
+/// [`JobRuntime::shutdown`] once, which drains running jobs under a deadline
+/// and flushes the last outcomes.
+#[derive(Clone)]
+pub struct JobRuntime {
+    inner: Arc<Inner>,
+}
+
+impl JobRuntime {
+    /// Start the runtime's background loops. Call from within a Tokio runtime.
+    pub fn start(pool: PgPool, registry: HandlerRegistry, config: RuntimeConfig) -> Self {
+        let stats = Arc::new(WorkerStats::default());
+        let worker_id: Arc<str> = Arc::from(config.worker_id.as_str());
+        let leases = Arc::new(LeaseTable::default());
+        let stop_all = CancellationToken::new();
+
+        let keeper_stop = stop_all.child_token();
+        let keeper = tokio::spawn(run_lease_keeper(
+            pool.clone(),
+            worker_id.clone(),
+            leases.clone(),
+            config.lease,
+            stats.clone(),
+            keeper_stop.clone(),
+        ));
+
+        let (outcomes, outcome_rx) = mpsc::channel(config.completion_batch_size * 4);
+        let completer_stop = stop_all.child_token();
+        let completer = tokio::spawn(run_completer(
+            pool.clone(),
+            worker_id.clone(),
+            outcome_rx,
+            config.completion_batch_size,
+            stats.clone(),
+            completer_stop.clone(),
+        ));
+
+        JobRuntime {
+            inner: Arc::new(Inner {
+                pool,
+                worker_id,
+                config,
+                registry,
+                leases,
+                outcomes,
+                jobs: TaskTracker::new(),
+                stats,
+                lease_keeper: Mutex::new(Some((keeper_stop, keeper))),
+                completer: Mutex::new(Some((completer_stop, completer))),
+                _stop_on_drop: stop_all.drop_guard(),
+            }),
+        }
+    }
+
+    /// The lease owner id.
+    pub fn worker_id(&self) -> &str {
+        &self.inner.worker_id
+    }
+
+    /// The lease length jobs must be claimed with.
+    pub fn lease(&self) -> Duration {
+        self.inner.config.lease
+    }
+
+    /// The database pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.inner.pool
+    }
+
+    /// Live counters.
+    pub fn stats(&self) -> Arc<WorkerStats> {
+        self.inner.stats.clone()
+    }
+
+    /// Attempts running right now.
+    pub fn in_flight(&self) -> usize {
+        self.inner.leases.len()
+    }
+
+    /// Run a job this worker has just claimed (with [`JobRuntime::worker_id`]
+    /// as lease owner and [`JobRuntime::lease`] as lease). `slot` is held
+    /// until the handler is done, which is how callers bound concurrency.
+    pub fn spawn(&self, job: ClaimedJob, slot: Option<OwnedSemaphorePermit>) {
+        let inner = self.inner.clone();
+        let span = tracing::info_span!("job", job_id = %job.lease.job_id,
+            generation = %job.lease.generation, attempt = job.attempt, job_type = %job.job_type);
+        self.inner.jobs.spawn(
+            async move {
+                inner.run_job(job).await;
+                drop(slot);
+            }
+            .instrument(span),
+        );
+    }
+
+    /// Staged shutdown. Callers stop claiming first. Then: wait up to
+    /// `drain_timeout` for running jobs; cancel the rest (reason
+    /// [`CancelReason::Shutdown`]: recorded as a retry, so their leases are
+    /// released rather than left to lapse) and give them the cancel grace;
+    /// stop heartbeats; flush the last outcomes. Returns the final counters.
+    pub async fn shutdown(self, drain_timeout: Duration) -> WorkerReport {
+        let inner = &self.inner;
+        inner.jobs.close();
+        if tokio::time::timeout(drain_timeout, inner.jobs.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                running = inner.leases.len(),
+                "drain deadline passed; cancelling running jobs"
+            );
+            inner.leases.cancel_all(CancelReason::Shutdown);
+            inner.jobs.wait().await;
+        }
+        for task in [&inner.lease_keeper, &inner.completer] {
+            let taken = task
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .take();
+            if let Some((stop, handle)) = taken {
+                stop.cancel();
+                if let Err(err) = handle.await {
+                    tracing::error!(error = %err, "background task failed");
+                }
+            }
+        }
+        inner.stats.report()
+    }
+}
+
+impl Inner {
+    async fn run_job(&self, job: ClaimedJob) {
+        bump(&self.stats.claimed);
+        let lease = job.lease;
+        let Some(registered) = self.registry.get(&job.job_type).cloned() else {
+            bump(&self.stats.unknown_job_type);
+            let message = format!(
+                "no handler for job type {:?} on worker {}; replay it once a worker that knows it runs",
+                job.job_type, self.worker_id
+            );
+            tracing::warn!("{message}");
+            self.report(
+                lease,
+                FinishOutcome::Fail {
+                    code: "UNKNOWN_JOB_TYPE".into(),
+                    message,
+                },
+            )
+            .await;
+            return;
+        };
+
+        let cancel = CancellationToken::new();
+        let reason = Arc::new(OnceLock::new());
+        let started = Instant::now();
+        self.leases.insert(
+            lease,
+            cancel.clone(),
+            reason.clone(),
+            started + self.config.lease,
+        );
+        let attempt = job.attempt;
+        let ctx = JobContext {
+            job: Arc::new(job),
+            cancel: cancel.clone(),
+            reason: reason.clone(),
+            deadline: started + registered.options.timeout,
+            worker_id: self.worker_id.clone(),
+        };
+        let end = self.run_handler(&registered, ctx, &cancel, &reason).await;
+        self.leases.remove(lease.job_id);
+        if let Some(outcome) = self.outcome(&registered, attempt, end, reason.get().copied()) {
+            self.report(lease, outcome).await;
+        }
+    }
+
+    /// Run the handler in its own task (so a panic is caught and an
+    /// unresponsive handler can be aborted), enforcing its timeout.
+    async fn run_handler(
+        &self,
+        registered: &RegisteredHandler,
+        ctx: JobContext,
+        cancel: &CancellationToken,
+        reason: &OnceLock<CancelReason>,
+    ) -> HandlerEnd {
+        let deadline = ctx.deadline;
+        let handler = registered.handler.clone();
+        let mut task = tokio::spawn(async move { handler.run(ctx).await });
+        let finished = tokio::select! {
+            joined = &mut task => Some(joined),
+            _ = tokio::time::sleep_until(deadline) => {
+                let _ = reason.set(CancelReason::Timeout);
+                cancel.cancel();
+                None
+            }
+            _ = cancel.cancelled() => None,
+        };
+        let joined = match finished {
+            Some(joined) => joined,
+            None => match tokio::time::timeout(self.config.cancel_grace, &mut task).await {
+                Ok(joined) => joined,
+                Err(_) => {
+                    tracing::warn!(grace = ?self.config.cancel_grace,
+                        "handler ignored cancellation; aborting it");
+                    task.abort();
+                    return HandlerEnd::Aborted;
+                }
+            },
+        };
+        match joined {
+            Ok(result) => HandlerEnd::Returned(result),
+            Err(err) if err.is_panic() => HandlerEnd::Panicked(panic_message(err.into_panic())),
+            Err(_) => HandlerEnd::Aborted,
+        }
+    }
+
+    /// What to record for an attempt; `None` when the lease is lost and
+    /// nothing may be reported.
+    fn outcome(
+        &self,
+        registered: &RegisteredHandler,
+        attempt: i32,
+        end: HandlerEnd,
+        reason: Option<CancelReason>,
+    ) -> Option<FinishOutcome> {
+        let backoff = |retry_after: Option<Duration>| {
+            retry_after.unwrap_or_else(|| {
+                registered
+                    .options
+                    .backoff
+                    .delay(u32::try_from(attempt).unwrap_or(1))
+            })
+        };
+        match (reason, end) {
+            (Some(CancelReason::LeaseLost), _) => {
+                bump(&self.stats.lease_lost);
+                None
+            }
+            (_, HandlerEnd::Returned(Ok(()))) => Some(FinishOutcome::Succeeded),
+            (Some(CancelReason::Requested), _) => Some(FinishOutcome::CancelAcknowledged),
+            (Some(CancelReason::Timeout), _) => {
+                bump(&self.stats.timed_out);
+                Some(FinishOutcome::Retry {
+                    delay: backoff(None),
+                    code: "TIMEOUT".into(),
+                    message: format!(
+                        "attempt ran past its timeout of {:?}",
+                        registered.options.timeout
+                    ),
+                })
+            }
+            (Some(CancelReason::Shutdown), _) => Some(FinishOutcome::Retry {
+                delay: Duration::ZERO,
+                code: "WORKER_SHUTDOWN".into(),
+                message: format!("worker {} shut down during the attempt", self.worker_id),
+            }),
+            (None, HandlerEnd::Returned(Err(err))) => Some(match err.kind {
+                JobErrorKind::Fatal => FinishOutcome::Fail {
+                    code: err.code,
+                    message: err.message,
+                },
+                JobErrorKind::Retryable | JobErrorKind::Cancelled => FinishOutcome::Retry {
+                    delay: backoff(err.retry_after),
+                    code: err.code,
+                    message: err.message,
+                },
+            }),
+            (None, HandlerEnd::Panicked(message)) => {
+                bump(&self.stats.panicked);
+                tracing::error!(panic = %message, "handler panicked");
+                Some(FinishOutcome::Retry {
+                    delay: backoff(None),
+                    code: "PANIC".into(),
+                    message: format!("handler panicked: {message}"),
+                })
+            }
+            (None, HandlerEnd::Aborted) => Some(FinishOutcome::Retry {
+                delay: backoff(None),
+                code: "ABORTED".into(),
+                message: "handler task was aborted".into(),
+            }),
+        }
+    }
+
+    async fn report(&self, lease: Lease, outcome: FinishOutcome) {
+        if self
+            .outcomes
+            .send(Completion { lease, outcome })
+            .await
+            .is_err()
+        {
+            // Only after shutdown; the lease lapses and the sweeper retries.
+            tracing::error!(job_id = %lease.job_id, "completer is gone; outcome not recorded");
+        }
+    }
+}
+
+fn panic_message(payload: Box<dyn Any + Send>) -> String {
+    if let Some(message) = payload.downcast_ref::<&str>() {
+        (*message).to_owned()
+    } else if let Some(message) = payload.downcast_ref::<String>() {
+        message.clone()
+    } else {
+        "non-string panic payload".to_owned()
+    }
+}

@@ -1,0 +1,80 @@
+//! Counters a worker keeps, and the report it returns when it stops.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+
+/// Live counters, shared by a worker's tasks.
+#[derive(Debug, Default)]
+pub struct WorkerStats {
+    pub(crate) claimed: AtomicU64,
+    pub(crate) succeeded: AtomicU64,
+    pub(crate) retried: AtomicU64,
+    pub(crate) failed: AtomicU64,
+    pub(crate) cancelled: AtomicU64,
+    pub(crate) fenced: AtomicU64,
+    pub(crate) lease_lost: AtomicU64,
+    pub(crate) panicked: AtomicU64,
+    pub(crate) timed_out: AtomicU64,
+    pub(crate) unknown_job_type: AtomicU64,
+    pub(crate) database_errors: AtomicU64,
+    pub(crate) completion_batches: AtomicU64,
+    pub(crate) heartbeat_batches: AtomicU64,
+}
+
+pub(crate) fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+impl WorkerStats {
+    /// A consistent-enough copy of the counters.
+    pub fn report(&self) -> WorkerReport {
+        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        WorkerReport {
+            claimed: get(&self.claimed),
+            succeeded: get(&self.succeeded),
+            retried: get(&self.retried),
+            failed: get(&self.failed),
+            cancelled: get(&self.cancelled),
+            fenced: get(&self.fenced),
+            lease_lost: get(&self.lease_lost),
+            panicked: get(&self.panicked),
+            timed_out: get(&self.timed_out),
+            unknown_job_type: get(&self.unknown_job_type),
+            database_errors: get(&self.database_errors),
+            completion_batches: get(&self.completion_batches),
+            heartbeat_batches: get(&self.heartbeat_batches),
+        }
+    }
+}
+
+/// What a worker did, by outcome as recorded in the table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct WorkerReport {
+    /// Jobs claimed.
+    pub claimed: u64,
+    /// Attempts recorded as SUCCEEDED.
+    pub succeeded: u64,
+    /// Attempts recorded as RETRY_WAIT.
+    pub retried: u64,
+    /// Attempts recorded as FAILED.
+    pub failed: u64,
+    /// Attempts recorded as CANCELLED.
+    pub cancelled: u64,
+    /// Reports the table rejected because the lease had been lost.
+    pub fenced: u64,
+    /// Attempts abandoned because the lease was lost or could not be renewed.
+    pub lease_lost: u64,
+    /// Handler panics (each a failed, retryable attempt).
+    pub panicked: u64,
+    /// Attempts cancelled at their timeout.
+    pub timed_out: u64,
+    /// Jobs whose type had no handler here.
+    pub unknown_job_type: u64,
+    /// Database calls that failed (and were retried).
+    pub database_errors: u64,
+    /// Completion statements written.
+    pub completion_batches: u64,
+    /// Heartbeat statements written.
+    pub heartbeat_batches: u64,
+}

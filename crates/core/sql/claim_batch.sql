@@ -1,0 +1,26 @@
+-- PostgreSQL-path claim: take up to $2 due jobs of queue $1, most urgent first,
+-- skipping rows other claimers hold. Every claim raises the fencing token
+-- (lease_generation) and counts an attempt.
+-- $3 lease owner, $4 lease duration in milliseconds.
+WITH picked AS (
+    SELECT job_id
+    FROM jobs
+    WHERE queue = $1
+      AND state IN ('QUEUED', 'RETRY_WAIT')
+      AND run_after <= now()
+      AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.queue = $1 AND q.paused)
+    ORDER BY priority, run_after, job_id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs j
+SET state = 'RUNNING',
+    lease_owner = $3,
+    lease_expires_at = now() + $4 * interval '1 millisecond',
+    lease_generation = j.lease_generation + 1,
+    attempt_count = j.attempt_count + 1,
+    heartbeat_at = now(),
+    updated_at = now()
+FROM picked
+WHERE j.job_id = picked.job_id
+RETURNING j.*

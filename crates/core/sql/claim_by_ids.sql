@@ -1,0 +1,39 @@
+-- Wake-up claim: claim exactly the named jobs that are claimable and due.
+-- Returns one row per distinct requested id: `claimed` with the claimed row's
+-- columns, or the state this statement saw so the caller can say why not
+-- (unknown, already held, finished, not yet due, or taken by a concurrent
+-- claimer at this very moment).
+-- $2 lease owner, $3 lease duration in milliseconds.
+WITH wanted AS (
+    SELECT DISTINCT unnest($1::uuid[]) AS job_id
+),
+lockable AS (
+    SELECT j.job_id
+    FROM jobs j
+    JOIN wanted w ON w.job_id = j.job_id
+    WHERE j.state IN ('QUEUED', 'RETRY_WAIT')
+      AND j.run_after <= now()
+    FOR UPDATE OF j SKIP LOCKED
+),
+claimed AS (
+    UPDATE jobs j
+    SET state = 'RUNNING',
+        lease_owner = $2,
+        lease_expires_at = now() + $3 * interval '1 millisecond',
+        lease_generation = j.lease_generation + 1,
+        attempt_count = j.attempt_count + 1,
+        heartbeat_at = now(),
+        updated_at = now()
+    FROM lockable
+    WHERE j.job_id = lockable.job_id
+    RETURNING j.*
+)
+SELECT w.job_id AS requested_job_id,
+       c.job_id IS NOT NULL AS claimed,
+       seen.state AS seen_state,
+       seen.run_after AS seen_run_after,
+       c.queue, c.job_type, c.priority, c.payload, c.attempt_count, c.max_attempts,
+       c.run_after, c.lease_owner, c.lease_expires_at, c.lease_generation, c.created_at
+FROM wanted w
+LEFT JOIN claimed c ON c.job_id = w.job_id
+LEFT JOIN jobs seen ON seen.job_id = w.job_id

@@ -1,0 +1,40 @@
+-- Insert many jobs in one statement. Returns one row per input row, in input
+-- order: the new job, or (duplicate = true) the job that already holds the same
+-- (job_type, dedup_key) -- committed earlier, or earlier in this same batch.
+-- A NULL job_id means the key is held by a transaction that committed while
+-- this statement ran; the caller retries those rows with a fresh snapshot.
+-- Wake-ups (outbox row or NOTIFY) are written by the jobs_wake_inserted trigger.
+WITH input AS (
+    SELECT *
+    FROM unnest($1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::jsonb[],
+                $6::integer[], $7::timestamptz[], $8::bigint[], $9::text[])
+        WITH ORDINALITY AS t(job_id, queue, job_type, priority, payload,
+                             max_attempts, run_at, delay_ms, dedup_key, ord)
+),
+inserted AS (
+    INSERT INTO jobs (job_id, queue, job_type, priority, payload, max_attempts, run_after, dedup_key)
+    SELECT job_id, queue, job_type, priority, payload, max_attempts,
+           coalesce(run_at, now() + coalesce(delay_ms, 0) * interval '1 millisecond'),
+           dedup_key
+    FROM input
+    ORDER BY ord
+    ON CONFLICT (job_type, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+    RETURNING job_id, job_type, dedup_key, state, run_after
+)
+SELECT i.ord,
+       coalesce(mine.job_id, sibling.job_id, existing.job_id) AS job_id,
+       mine.job_id IS NULL AS duplicate,
+       coalesce(mine.state, sibling.state, existing.state) AS state,
+       coalesce(mine.run_after, sibling.run_after, existing.run_after) AS run_after
+FROM input i
+LEFT JOIN inserted mine ON mine.job_id = i.job_id
+LEFT JOIN inserted sibling
+       ON mine.job_id IS NULL
+      AND sibling.job_type = i.job_type
+      AND sibling.dedup_key = i.dedup_key
+LEFT JOIN jobs existing
+       ON mine.job_id IS NULL
+      AND sibling.job_id IS NULL
+      AND existing.job_type = i.job_type
+      AND existing.dedup_key = i.dedup_key
+ORDER BY i.ord

@@ -1,0 +1,43 @@
+-- Record the outcome of many attempts in one statement, each fenced by
+-- (job_id, lease_owner, lease_generation). A row missing from the result lost
+-- its lease (swept, reclaimed, or already finished): the caller reports Fenced.
+--
+-- outcome: 'succeeded' | 'retry' | 'failed' | 'cancel_ack'
+--   succeeded  -> SUCCEEDED (also from CANCEL_REQUESTED: the work was done)
+--   any other outcome while CANCEL_REQUESTED -> CANCELLED
+--   retry      -> RETRY_WAIT at now() + retry_delay_ms, or FAILED when attempts are exhausted
+--   failed     -> FAILED (fatal, dead letter)
+--   cancel_ack -> only from CANCEL_REQUESTED
+-- The CASE expressions read j.* so that they see the row as locked, even if a
+-- cancel request landed while this statement waited for the lock.
+-- $1 job ids, $2 generations, $3 outcomes, $4 retry delays (ms), $5 error codes,
+-- $6 error messages, $7 lease owner.
+UPDATE jobs j
+SET state = CASE
+        WHEN o.outcome = 'succeeded' THEN 'SUCCEEDED'
+        WHEN j.state = 'CANCEL_REQUESTED' THEN 'CANCELLED'
+        WHEN o.outcome = 'retry' AND j.attempt_count < j.max_attempts THEN 'RETRY_WAIT'
+        ELSE 'FAILED'
+    END,
+    run_after = CASE
+        WHEN o.outcome = 'retry' AND j.state = 'RUNNING' AND j.attempt_count < j.max_attempts
+            THEN now() + o.retry_delay_ms * interval '1 millisecond'
+        ELSE j.run_after
+    END,
+    finished_at = CASE
+        WHEN o.outcome = 'retry' AND j.state = 'RUNNING' AND j.attempt_count < j.max_attempts
+            THEN NULL
+        ELSE now()
+    END,
+    last_error_code = CASE WHEN o.outcome = 'succeeded' THEN j.last_error_code ELSE o.error_code END,
+    last_error = CASE WHEN o.outcome = 'succeeded' THEN j.last_error ELSE o.error_message END,
+    lease_owner = NULL,
+    lease_expires_at = NULL,
+    updated_at = now()
+FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[])
+    AS o(job_id, lease_generation, outcome, retry_delay_ms, error_code, error_message)
+WHERE j.job_id = o.job_id
+  AND j.lease_generation = o.lease_generation
+  AND j.lease_owner = $7
+  AND (j.state = 'CANCEL_REQUESTED' OR (j.state = 'RUNNING' AND o.outcome <> 'cancel_ack'))
+RETURNING j.job_id, j.state, j.run_after

@@ -1,0 +1,22 @@
+-- Cancel a job: QUEUED / RETRY_WAIT end CANCELLED at once; RUNNING becomes
+-- CANCEL_REQUESTED (the worker sees it at its next heartbeat). Returns the
+-- state before and after; `after_state` is NULL when nothing changed
+-- (unknown job, already CANCEL_REQUESTED, or finished).
+WITH target AS (
+    SELECT job_id, state FROM jobs WHERE job_id = $1 FOR UPDATE
+),
+changed AS (
+    UPDATE jobs j
+    SET state = CASE WHEN t.state = 'RUNNING' THEN 'CANCEL_REQUESTED' ELSE 'CANCELLED' END,
+        finished_at = CASE WHEN t.state = 'RUNNING' THEN NULL ELSE now() END,
+        last_error_code = CASE WHEN t.state = 'RUNNING' THEN j.last_error_code ELSE 'CANCELLED' END,
+        last_error = CASE WHEN t.state = 'RUNNING' THEN j.last_error ELSE 'cancelled before it ran' END,
+        updated_at = now()
+    FROM target t
+    WHERE j.job_id = t.job_id
+      AND t.state IN ('QUEUED', 'RETRY_WAIT', 'RUNNING')
+    RETURNING j.state
+)
+SELECT t.state AS before_state, c.state AS after_state
+FROM target t
+LEFT JOIN changed c ON true

@@ -1,0 +1,127 @@
+use uuid::Uuid;
+
+use crate::{JobState, LeaseGeneration};
+
+/// Errors from the job store. Each variant has a stable [`Error::code`] that
+/// APIs and logs expose.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The writer no longer holds the lease it names: the job was swept,
+    /// reclaimed by another claim (a higher generation), or already finished.
+    /// The worker must stop without reporting anything else for this attempt.
+    #[error(
+        "lease lost on job {job_id}: generation {generation} held by {owner} is no longer current"
+    )]
+    Fenced {
+        /// The job the write was for.
+        job_id: Uuid,
+        /// The lease owner the writer claimed to be.
+        owner: String,
+        /// The generation the writer held.
+        generation: LeaseGeneration,
+    },
+    /// No job with this id (in the hot table or in history).
+    #[error("job {0} not found")]
+    NotFound(Uuid),
+    /// The job is already in a terminal state.
+    #[error("job {job_id} already finished as {state}")]
+    AlreadyFinished {
+        /// The job.
+        job_id: Uuid,
+        /// Its terminal state.
+        state: JobState,
+    },
+    /// The job is not in a state this operation applies to.
+    #[error("job {job_id} is {state}: {reason}")]
+    WrongState {
+        /// The job.
+        job_id: Uuid,
+        /// Its current state.
+        state: JobState,
+        /// What the operation needed.
+        reason: &'static str,
+    },
+    /// A job failed validation before anything was written.
+    #[error("invalid job: {field}: {reason}")]
+    InvalidJob {
+        /// The offending field.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The payload is larger than the configured limit.
+    #[error("payload is {size} bytes, over the limit of {limit} bytes (store ids, not objects)")]
+    PayloadTooLarge {
+        /// Serialized payload size in bytes.
+        size: usize,
+        /// The limit in force.
+        limit: usize,
+    },
+    /// A concurrent enqueue kept taking the same dedup key out from under us.
+    #[error(
+        "could not resolve dedup key {dedup_key:?} for job type {job_type}: concurrent enqueues"
+    )]
+    DedupContention {
+        /// The job type.
+        job_type: String,
+        /// The contended key.
+        dedup_key: String,
+    },
+    /// The database rejected a write because it would break the schema's
+    /// rules (an illegal state transition, a lease on a job that is not held).
+    #[error("the database rejected the change ({constraint}): {message}")]
+    ConstraintViolation {
+        /// The constraint or rule that fired.
+        constraint: String,
+        /// The database's message.
+        message: String,
+    },
+    /// Any other database failure (connection lost, timeout, ...).
+    #[error("database error: {0}")]
+    Database(sqlx::Error),
+    /// Applying migrations failed.
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+impl Error {
+    /// A stable, machine-readable code for this error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::Fenced { .. } => "FENCED",
+            Error::NotFound(_) => "NOT_FOUND",
+            Error::AlreadyFinished { .. } => "ALREADY_FINISHED",
+            Error::WrongState { .. } => "WRONG_STATE",
+            Error::InvalidJob { .. } => "INVALID_JOB",
+            Error::PayloadTooLarge { .. } => "PAYLOAD_TOO_LARGE",
+            Error::DedupContention { .. } => "DEDUP_CONTENTION",
+            Error::ConstraintViolation { .. } => "CONSTRAINT_VIOLATION",
+            Error::Database(_) => "DATABASE",
+            Error::Migrate(_) => "MIGRATE",
+        }
+    }
+
+    /// Whether retrying the same call later may succeed (the database was
+    /// unreachable, a serialization failure, ...), as opposed to a verdict.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::Database(_) | Error::DedupContention { .. })
+    }
+}
+
+impl From<sqlx::Error> for Error {
+    fn from(err: sqlx::Error) -> Self {
+        // Check violations (including the state-machine trigger, which raises
+        // one) are verdicts about the data, not outages: give them their own
+        // variant so callers do not retry them.
+        if let sqlx::Error::Database(db) = &err
+            && db.code().as_deref() == Some("23514")
+        {
+            return Error::ConstraintViolation {
+                constraint: db.constraint().unwrap_or("check").to_owned(),
+                message: db.message().to_owned(),
+            };
+        }
+        Error::Database(err)
+    }
+}

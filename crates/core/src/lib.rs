@@ -1,0 +1,45 @@
+//! jobwire-core: the job model, its state machine, the fenced SQL that moves a
+//! job through it, transactional enqueue, retry backoff and the migrations.
+//!
+//! The PostgreSQL `jobs` table is the single source of truth. Every function
+//! here is one statement (one round trip) against it unless its docs say
+//! otherwise, and all timestamps come from the database clock (`now()`).
+//!
+//! Fencing: a claim raises the job's `lease_generation`; every later write that
+//! leaves RUNNING (heartbeat, complete, fail, cancel acknowledgement) carries
+//! `(job_id, lease_owner, lease_generation)` in its WHERE clause. When that
+//! changes no row the writer has lost its lease and gets [`Error::Fenced`],
+//! never a silent success.
+#![warn(missing_docs)]
+
+pub mod backoff;
+mod error;
+mod model;
+pub mod store;
+
+pub use backoff::Backoff;
+pub use error::Error;
+pub use model::{
+    ClaimMiss, ClaimedJob, DeadLetterGroup, Dispatch, EnqueuedJob, FinishOutcome, FinishResult,
+    HeartbeatResult, JobState, JobStatus, Lease, LeaseGeneration, NewJob, ParseJobStateError,
+    RequestCancelOutcome,
+};
+pub use store::{
+    ClaimByIds, Enqueuer, MAX_PAYLOAD_BYTES, ReplayFilter, WAKE_CHANNEL, acknowledge_cancel,
+    archive_finished, claim_batch, claim_by_ids, complete, dead_letter_groups, enqueue,
+    enqueue_many, fail, finish_many, heartbeat, heartbeat_many, job_status, replay_dead,
+    replay_dead_job, request_cancel, set_queue_dispatch, set_queue_paused, sweep_expired_leases,
+};
+
+/// The schema contract: the migrations in the workspace's `migrations/` folder.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
+
+/// Apply every pending migration. Safe to run concurrently from several
+/// processes (sqlx takes an advisory lock) and again on an up-to-date schema.
+pub async fn migrate(pool: &sqlx::PgPool) -> Result<(), Error> {
+    MIGRATOR.run(pool).await?;
+    Ok(())
+}
+
+/// Result alias for this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

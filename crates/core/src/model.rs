@@ -1,0 +1,473 @@
+//! The public types of the job model.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+/// The lifecycle state of a job. The spellings are the schema contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum JobState {
+    /// Waiting to be claimed.
+    Queued,
+    /// Claimed by a worker that holds its lease.
+    Running,
+    /// Waiting for its next attempt after a retryable failure or lost lease.
+    RetryWait,
+    /// Finished successfully.
+    Succeeded,
+    /// Finished unsuccessfully: the dead letter.
+    Failed,
+    /// Running, and asked to stop; the worker still holds the lease.
+    CancelRequested,
+    /// Finished by cancellation.
+    Cancelled,
+}
+
+impl JobState {
+    /// Every state, in lifecycle order.
+    pub const ALL: [JobState; 7] = [
+        JobState::Queued,
+        JobState::Running,
+        JobState::RetryWait,
+        JobState::Succeeded,
+        JobState::Failed,
+        JobState::CancelRequested,
+        JobState::Cancelled,
+    ];
+
+    /// The spelling stored in the `state` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "QUEUED",
+            JobState::Running => "RUNNING",
+            JobState::RetryWait => "RETRY_WAIT",
+            JobState::Succeeded => "SUCCEEDED",
+            JobState::Failed => "FAILED",
+            JobState::CancelRequested => "CANCEL_REQUESTED",
+            JobState::Cancelled => "CANCELLED",
+        }
+    }
+
+    /// SUCCEEDED, FAILED or CANCELLED: nothing will run this job again
+    /// (short of an operator replay of a FAILED job).
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobState::Succeeded | JobState::Failed | JobState::Cancelled
+        )
+    }
+
+    /// QUEUED or RETRY_WAIT: a claim may take it once it is due.
+    pub fn is_claimable(self) -> bool {
+        matches!(self, JobState::Queued | JobState::RetryWait)
+    }
+
+    /// RUNNING or CANCEL_REQUESTED: a worker holds its lease.
+    pub fn is_held(self) -> bool {
+        matches!(self, JobState::Running | JobState::CancelRequested)
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// A `state` value that is not one of the contract's spellings.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("unknown job state {0:?}")]
+pub struct ParseJobStateError(pub String);
+
+impl FromStr for JobState {
+    type Err = ParseJobStateError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        JobState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == s)
+            .ok_or_else(|| ParseJobStateError(s.to_owned()))
+    }
+}
+
+impl TryFrom<String> for JobState {
+    type Error = ParseJobStateError;
+
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+
+/// The fencing token: raised by every claim of a job.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, sqlx::Type,
+)]
+#[sqlx(transparent)]
+#[serde(transparent)]
+pub struct LeaseGeneration(pub i64);
+
+impl fmt::Display for LeaseGeneration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// What a worker holds after a claim: the job and the generation it claimed.
+/// Together with the worker's lease owner id it fences every later write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Lease {
+    /// The job.
+    pub job_id: Uuid,
+    /// The generation this claim raised the job to.
+    pub generation: LeaseGeneration,
+}
+
+/// A job to enqueue. Build with [`NewJob::new`] and the `with_*` methods.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewJob {
+    /// The handler that runs it.
+    pub job_type: String,
+    /// Input for the handler: small and versioned (ids, not objects).
+    pub payload: Value,
+    /// The queue it is routed to.
+    pub queue: String,
+    /// Lower runs first.
+    pub priority: i16,
+    /// Attempts before it is dead-lettered (>= 1).
+    pub max_attempts: i32,
+    /// Earliest time to run, absolute. Exclusive with `delay`.
+    pub run_at: Option<DateTime<Utc>>,
+    /// Earliest time to run, relative to the database clock at insert.
+    pub delay: Option<TimeDelta>,
+    /// Idempotency key: a second enqueue with the same (job_type, key) returns
+    /// the first job with `duplicate = true` while that job is in the hot table.
+    pub dedup_key: Option<String>,
+}
+
+impl NewJob {
+    /// Default queue name.
+    pub const DEFAULT_QUEUE: &'static str = "default";
+    /// Default attempt budget.
+    pub const DEFAULT_MAX_ATTEMPTS: i32 = 25;
+
+    /// A job of `job_type` with `payload` on the default queue.
+    pub fn new(job_type: impl Into<String>, payload: Value) -> Self {
+        NewJob {
+            job_type: job_type.into(),
+            payload,
+            queue: Self::DEFAULT_QUEUE.to_owned(),
+            priority: 0,
+            max_attempts: Self::DEFAULT_MAX_ATTEMPTS,
+            run_at: None,
+            delay: None,
+            dedup_key: None,
+        }
+    }
+
+    /// Route to `queue`.
+    pub fn with_queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = queue.into();
+        self
+    }
+
+    /// Set the priority (lower runs first).
+    pub fn with_priority(mut self, priority: i16) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Set the attempt budget.
+    pub fn with_max_attempts(mut self, max_attempts: i32) -> Self {
+        self.max_attempts = max_attempts;
+        self
+    }
+
+    /// Run no earlier than `at`.
+    pub fn with_run_at(mut self, at: DateTime<Utc>) -> Self {
+        self.run_at = Some(at);
+        self
+    }
+
+    /// Run no earlier than `delay` after the database's `now()` at insert.
+    pub fn with_delay(mut self, delay: TimeDelta) -> Self {
+        self.delay = Some(delay);
+        self
+    }
+
+    /// Make the enqueue idempotent under `key`.
+    pub fn with_dedup_key(mut self, key: impl Into<String>) -> Self {
+        self.dedup_key = Some(key.into());
+        self
+    }
+}
+
+/// The answer to an enqueue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnqueuedJob {
+    /// The job's id (the existing job's for a duplicate).
+    pub job_id: Uuid,
+    /// True when the dedup key was already held and nothing new was inserted.
+    pub duplicate: bool,
+    /// The job's state as this statement saw it.
+    pub state: JobState,
+    /// When it may first run.
+    pub run_after: DateTime<Utc>,
+}
+
+/// A job a worker has claimed and now holds the lease on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimedJob {
+    /// The fence: job id and the generation this claim raised it to.
+    pub lease: Lease,
+    /// Queue it was claimed from.
+    pub queue: String,
+    /// Its handler.
+    pub job_type: String,
+    /// Its priority.
+    pub priority: i16,
+    /// Handler input.
+    pub payload: Value,
+    /// This attempt's number, from 1 (incremented at claim).
+    pub attempt: i32,
+    /// Its attempt budget.
+    pub max_attempts: i32,
+    /// When the lease expires unless renewed (database clock).
+    pub lease_expires_at: DateTime<Utc>,
+    /// When it was enqueued.
+    pub created_at: DateTime<Utc>,
+    /// When it became due.
+    pub run_after: DateTime<Utc>,
+}
+
+impl ClaimedJob {
+    /// The job id.
+    pub fn job_id(&self) -> Uuid {
+        self.lease.job_id
+    }
+}
+
+/// Why a wake-up for a job claimed nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum ClaimMiss {
+    /// No such job (never existed, or archived).
+    Unknown,
+    /// Another worker holds it (RUNNING or CANCEL_REQUESTED).
+    Held,
+    /// It already finished.
+    Finished {
+        /// Its terminal state.
+        state: JobState,
+    },
+    /// Not due yet (a wake-up that arrived early).
+    NotDue {
+        /// When it becomes due.
+        run_after: DateTime<Utc>,
+    },
+    /// A concurrent claimer was taking it at this very moment.
+    Contended,
+}
+
+impl ClaimMiss {
+    /// A short label for metrics and logs.
+    pub fn label(&self) -> &'static str {
+        match self {
+            ClaimMiss::Unknown => "unknown",
+            ClaimMiss::Held => "held",
+            ClaimMiss::Finished { .. } => "finished",
+            ClaimMiss::NotDue { .. } => "not_due",
+            ClaimMiss::Contended => "contended",
+        }
+    }
+}
+
+/// How an attempt ended, as reported by the worker that ran it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinishOutcome {
+    /// The handler succeeded.
+    Succeeded,
+    /// A retryable failure: RETRY_WAIT after `delay`, or FAILED when the
+    /// attempts are exhausted.
+    Retry {
+        /// How long to wait before the next attempt (from the database's now()).
+        delay: std::time::Duration,
+        /// Stable error code.
+        code: String,
+        /// Human-readable message.
+        message: String,
+    },
+    /// A fatal failure: FAILED at once.
+    Fail {
+        /// Stable error code.
+        code: String,
+        /// Human-readable message.
+        message: String,
+    },
+    /// The handler stopped because a cancel was requested: CANCELLED.
+    CancelAcknowledged,
+}
+
+impl FinishOutcome {
+    pub(crate) fn sql_kind(&self) -> &'static str {
+        match self {
+            FinishOutcome::Succeeded => "succeeded",
+            FinishOutcome::Retry { .. } => "retry",
+            FinishOutcome::Fail { .. } => "failed",
+            FinishOutcome::CancelAcknowledged => "cancel_ack",
+        }
+    }
+}
+
+/// The recorded result of one reported outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinishResult {
+    /// Written; the job is now in `state` (RETRY_WAIT with `run_after`, or terminal).
+    Recorded {
+        /// The job.
+        job_id: Uuid,
+        /// Its new state.
+        state: JobState,
+        /// When it may run again (meaningful for RETRY_WAIT).
+        run_after: DateTime<Utc>,
+    },
+    /// The lease was lost; nothing was written.
+    Fenced {
+        /// The job.
+        job_id: Uuid,
+    },
+}
+
+/// The result of renewing one lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeartbeatResult {
+    /// Renewed.
+    Held {
+        /// The job.
+        job_id: Uuid,
+        /// True when an operator asked to cancel it (state CANCEL_REQUESTED).
+        cancel_requested: bool,
+        /// The new expiry (database clock).
+        lease_expires_at: DateTime<Utc>,
+    },
+    /// The lease was lost: stop working on this job.
+    Fenced {
+        /// The job.
+        job_id: Uuid,
+    },
+}
+
+/// What a cancel request did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestCancelOutcome {
+    /// It had not started: CANCELLED now.
+    Cancelled,
+    /// It is running: CANCEL_REQUESTED, its worker will see it at the next heartbeat.
+    CancelRequested,
+    /// A cancel had already been requested; nothing changed.
+    AlreadyRequested,
+}
+
+/// How a queue's jobs are dispatched.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "dispatch", rename_all = "snake_case")]
+pub enum Dispatch {
+    /// Workers claim with SKIP LOCKED, woken by NOTIFY.
+    Postgres,
+    /// Wake-ups go through the outbox to a broker topic.
+    Broker {
+        /// The outbox topic.
+        topic: String,
+    },
+}
+
+/// The public view of one job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
+pub struct JobStatus {
+    /// Identity.
+    pub job_id: Uuid,
+    /// Queue.
+    pub queue: String,
+    /// Handler.
+    pub job_type: String,
+    /// Priority.
+    pub priority: i16,
+    /// Input.
+    pub payload: Value,
+    /// State.
+    #[sqlx(try_from = "String")]
+    pub state: JobState,
+    /// Attempts made so far (counted at claim).
+    pub attempt_count: i32,
+    /// Attempt budget.
+    pub max_attempts: i32,
+    /// Earliest time of the next claim (the next attempt time when waiting).
+    pub run_after: DateTime<Utc>,
+    /// Holder of the lease, while RUNNING / CANCEL_REQUESTED.
+    pub lease_owner: Option<String>,
+    /// Lease expiry, while held.
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    /// Current fencing token.
+    pub lease_generation: LeaseGeneration,
+    /// Last heartbeat (or the claim) of the current or last holder.
+    pub heartbeat_at: Option<DateTime<Utc>>,
+    /// Idempotency key.
+    pub dedup_key: Option<String>,
+    /// Why the previous attempt failed (kept after the job ends).
+    pub last_error_code: Option<String>,
+    /// Message of the previous failure.
+    pub last_error: Option<String>,
+    /// Enqueued at.
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+    /// When it reached a terminal state.
+    pub finished_at: Option<DateTime<Utc>>,
+    /// True when read from `jobs_history`.
+    pub archived: bool,
+}
+
+/// One group of dead letters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+pub struct DeadLetterGroup {
+    /// Job type.
+    pub job_type: String,
+    /// Error code of the last attempt.
+    pub last_error_code: Option<String>,
+    /// How many jobs.
+    pub jobs: i64,
+    /// Oldest failure in the group.
+    pub first_failed_at: Option<DateTime<Utc>>,
+    /// Newest failure in the group.
+    pub last_failed_at: Option<DateTime<Utc>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_round_trip_through_their_contract_spelling() {
+        for state in JobState::ALL {
+            assert_eq!(state.as_str().parse::<JobState>().unwrap(), state);
+            assert_eq!(
+                serde_json::to_value(state).unwrap(),
+                Value::String(state.as_str().into())
+            );
+        }
+        assert!("running".parse::<JobState>().is_err());
+    }
+
+    #[test]
+    fn state_classes_partition_the_states() {
+        for state in JobState::ALL {
+            let classes = [state.is_terminal(), state.is_claimable(), state.is_held()];
+            assert_eq!(classes.iter().filter(|c| **c).count(), 1, "{state}");
+        }
+    }
+}
