@@ -1,0 +1,224 @@
+//! The schema enforces the state machine and the lease invariant by itself:
+//! raw SQL that breaks them is rejected, whatever code path issued it.
+
+use std::time::Duration;
+
+use jobwire_core::{JobState, NewJob};
+use serde_json::json;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+const LEASE: Duration = Duration::from_secs(30);
+
+async fn queued_job(pool: &PgPool) -> Uuid {
+    jobwire_core::enqueue(pool, &NewJob::new("noop", json!({})))
+        .await
+        .unwrap()
+        .job_id
+}
+
+async fn running_job(pool: &PgPool) -> Uuid {
+    let job_id = jobwire_core::enqueue(pool, &NewJob::new("noop", json!({})).with_queue("running"))
+        .await
+        .unwrap()
+        .job_id;
+    let claimed = jobwire_core::claim_batch(pool, "running", "w1", 1, LEASE)
+        .await
+        .unwrap();
+    assert_eq!(claimed[0].lease.job_id, job_id);
+    job_id
+}
+
+/// Run `sql` with the job id bound as $1 and return the constraint it broke.
+async fn violated_constraint(pool: &PgPool, sql: &'static str, job_id: Uuid) -> String {
+    let err = sqlx::query(sql)
+        .bind(job_id)
+        .execute(pool)
+        .await
+        .expect_err("the schema must reject this change");
+    let db = err.as_database_error().expect("a database error");
+    assert_eq!(db.code().as_deref(), Some("23514"), "{db}");
+    db.constraint().unwrap_or_default().to_owned()
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn illegal_transitions_are_rejected_by_the_trigger(pool: PgPool) {
+    let queued = queued_job(&pool).await;
+    // QUEUED cannot jump to SUCCEEDED or FAILED without running.
+    for sql in [
+        "UPDATE jobs SET state = 'SUCCEEDED', finished_at = now() WHERE job_id = $1",
+        "UPDATE jobs SET state = 'FAILED', finished_at = now() WHERE job_id = $1",
+        "UPDATE jobs SET state = 'RETRY_WAIT' WHERE job_id = $1",
+    ] {
+        assert_eq!(
+            violated_constraint(&pool, sql, queued).await,
+            "jobs_legal_transition"
+        );
+    }
+
+    // Terminal states stay terminal (FAILED -> QUEUED is the audited replay only).
+    let running = running_job(&pool).await;
+    jobwire_core::complete(
+        &pool,
+        "w1",
+        jobwire_core::Lease {
+            job_id: running,
+            generation: jobwire_core::LeaseGeneration(1),
+        },
+    )
+    .await
+    .unwrap();
+    for sql in [
+        "UPDATE jobs SET state = 'QUEUED', finished_at = NULL WHERE job_id = $1",
+        "UPDATE jobs SET state = 'CANCELLED' WHERE job_id = $1",
+    ] {
+        assert_eq!(
+            violated_constraint(&pool, sql, running).await,
+            "jobs_legal_transition"
+        );
+    }
+    let status = jobwire_core::job_status(&pool, running).await.unwrap();
+    assert_eq!(status.state, JobState::Succeeded);
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_lease_exists_exactly_while_held(pool: PgPool) {
+    let queued = queued_job(&pool).await;
+    // RUNNING without a lease.
+    assert_eq!(
+        violated_constraint(
+            &pool,
+            "UPDATE jobs SET state = 'RUNNING', attempt_count = 1, lease_generation = 1 WHERE job_id = $1",
+            queued
+        )
+        .await,
+        "jobs_lease_iff_held"
+    );
+    // A lease on a job nobody holds.
+    assert_eq!(
+        violated_constraint(
+            &pool,
+            "UPDATE jobs SET lease_owner = 'w9', lease_expires_at = now() + interval '1 minute' WHERE job_id = $1",
+            queued
+        )
+        .await,
+        "jobs_lease_iff_held"
+    );
+    // Leaving RUNNING without dropping the lease.
+    let running = running_job(&pool).await;
+    assert_eq!(
+        violated_constraint(
+            &pool,
+            "UPDATE jobs SET state = 'RETRY_WAIT' WHERE job_id = $1",
+            running
+        )
+        .await,
+        "jobs_lease_iff_held"
+    );
+    // Half a lease.
+    assert_eq!(
+        violated_constraint(
+            &pool,
+            "UPDATE jobs SET lease_expires_at = NULL WHERE job_id = $1",
+            running
+        )
+        .await,
+        "jobs_lease_iff_held"
+    );
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn unknown_states_and_bad_rows_are_rejected(pool: PgPool) {
+    // An unknown state: the transition trigger refuses the update, the CHECK
+    // refuses the insert.
+    let queued = queued_job(&pool).await;
+    assert_eq!(
+        violated_constraint(
+            &pool,
+            "UPDATE jobs SET state = 'DONE' WHERE job_id = $1",
+            queued
+        )
+        .await,
+        "jobs_legal_transition"
+    );
+    assert_eq!(
+        violated_constraint(
+            &pool,
+            "INSERT INTO jobs (job_id, job_type, state) VALUES ($1, 'noop', 'DONE')",
+            Uuid::now_v7()
+        )
+        .await,
+        "jobs_state_valid"
+    );
+    assert_eq!(
+        violated_constraint(
+            &pool,
+            "UPDATE jobs SET max_attempts = 0 WHERE job_id = $1",
+            queued
+        )
+        .await,
+        "jobs_max_attempts_check"
+    );
+    assert_eq!(
+        violated_constraint(
+            &pool,
+            "UPDATE jobs SET finished_at = now() WHERE job_id = $1",
+            queued
+        )
+        .await,
+        "jobs_finished_iff_terminal"
+    );
+    // An empty job type cannot even be inserted by hand.
+    let err = sqlx::query("INSERT INTO jobs (job_id, job_type) VALUES ($1, '')")
+        .bind(Uuid::now_v7())
+        .execute(&pool)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.as_database_error().unwrap().constraint(),
+        Some("jobs_job_type_check")
+    );
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn dedup_keys_are_unique_per_job_type(pool: PgPool) {
+    let insert = "INSERT INTO jobs (job_id, job_type, dedup_key) VALUES ($1, $2, 'k1')";
+    sqlx::query(insert)
+        .bind(Uuid::now_v7())
+        .bind("a")
+        .execute(&pool)
+        .await
+        .unwrap();
+    // Same key, other type: allowed.
+    sqlx::query(insert)
+        .bind(Uuid::now_v7())
+        .bind("b")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let err = sqlx::query(insert)
+        .bind(Uuid::now_v7())
+        .bind("a")
+        .execute(&pool)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.as_database_error().unwrap().code().as_deref(),
+        Some("23505")
+    );
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn the_claim_index_holds_only_claimable_rows(pool: PgPool) {
+    let predicate: String = sqlx::query_scalar(
+        "SELECT pg_get_expr(indpred, indrelid) FROM pg_index WHERE indexrelid = 'jobs_claimable_idx'::regclass",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(
+        predicate.contains("QUEUED") && predicate.contains("RETRY_WAIT"),
+        "{predicate}"
+    );
+    assert!(!predicate.contains("SUCCEEDED"), "{predicate}");
+}
