@@ -1,0 +1,302 @@
+//! The `jobwire` binary against a real PostgreSQL: the demo, a worker killed
+//! with SIGKILL mid-job, and bad input at the command line.
+
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use jobwire_core::JobState;
+use sqlx::{Connection, PgConnection, PgPool};
+use uuid::Uuid;
+
+const JOBWIRE: &str = env!("CARGO_BIN_EXE_jobwire");
+
+/// A database of its own for one test, dropped at the end.
+struct FreshDatabase {
+    admin_url: String,
+    name: String,
+    url: String,
+}
+
+impl FreshDatabase {
+    async fn create() -> Self {
+        let admin_url = std::env::var("DATABASE_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        let name = format!("jobwire_cli_{}", Uuid::now_v7().simple());
+        let mut admin = PgConnection::connect(&admin_url).await.unwrap();
+        // The name is generated above from hex digits only.
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut admin)
+            .await
+            .unwrap();
+        let base = admin_url.rsplit_once('/').unwrap().0;
+        let url = format!("{base}/{name}");
+        FreshDatabase {
+            admin_url,
+            name,
+            url,
+        }
+    }
+
+    async fn pool(&self) -> PgPool {
+        PgPool::connect(&self.url).await.unwrap()
+    }
+
+    async fn drop_database(self) {
+        let mut admin = PgConnection::connect(&self.admin_url).await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        )))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    }
+}
+
+fn jobwire(url: &str, args: &[&str]) -> Output {
+    Command::new(JOBWIRE)
+        .args(args)
+        .env("DATABASE_URL", url)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[tokio::test]
+async fn the_demo_runs_to_completion_on_a_fresh_database() {
+    let db = FreshDatabase::create().await;
+    let output = jobwire(&db.url, &["demo"]);
+    let out = stdout(&output);
+    assert!(output.status.success(), "{out}\n{}", stderr(&output));
+    assert!(out.contains("every job ended as expected"), "{out}");
+    for line in [
+        "flaky webhook (fails twice)",
+        "poison job (always fails)",
+        "long export (cancelled)",
+        "reminder (delayed 2 s)",
+        "job type no worker knows",
+    ] {
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(line))
+            .unwrap_or_else(|| panic!("no row for {line}: {out}"));
+        assert!(row.ends_with("yes"), "{row}");
+    }
+    // The table agrees with what the demo printed.
+    let pool = db.pool().await;
+    let states: Vec<(String, i64)> =
+        sqlx::query_as("SELECT state, count(*) FROM jobs GROUP BY 1 ORDER BY 1")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        states,
+        vec![
+            ("CANCELLED".into(), 1),
+            ("FAILED".into(), 3),
+            ("SUCCEEDED".into(), 8)
+        ]
+    );
+    pool.close().await;
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn a_killed_workers_job_is_reclaimed_after_its_lease_and_completes() {
+    let db = FreshDatabase::create().await;
+    assert!(jobwire(&db.url, &["migrate"]).status.success());
+    let enqueue = jobwire(
+        &db.url,
+        &[
+            "enqueue",
+            "sleep",
+            "--payload",
+            r#"{"ms": 2500}"#,
+            "--queue",
+            "killq",
+        ],
+    );
+    assert!(enqueue.status.success(), "{}", stderr(&enqueue));
+    let job_id: Uuid = stdout(&enqueue).trim().parse().unwrap();
+    let pool = db.pool().await;
+
+    // Worker A takes the job, and is killed without a chance to say anything.
+    let mut victim = Command::new(JOBWIRE)
+        .args([
+            "worker",
+            "--queue",
+            "killq=2",
+            "--lease-ms",
+            "1500",
+            "--no-sweeper",
+            "--worker-id",
+            "victim",
+        ])
+        .env("DATABASE_URL", &db.url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let held = jobwire_tests_wait(&pool, job_id, |s, owner| {
+        s == JobState::Running && owner.as_deref() == Some("victim")
+    })
+    .await;
+    assert_eq!(held.1, 1);
+    victim.kill().unwrap(); // SIGKILL
+    victim.wait().unwrap();
+
+    // Worker B sweeps the lapsed lease and runs the job again.
+    let mut rescuer = Command::new(JOBWIRE)
+        .args([
+            "worker",
+            "--queue",
+            "killq=2",
+            "--lease-ms",
+            "1500",
+            "--sweep-interval-ms",
+            "200",
+            "--worker-id",
+            "rescuer",
+        ])
+        .env("DATABASE_URL", &db.url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let done = jobwire_tests_wait(&pool, job_id, |s, _| s.is_terminal()).await;
+    rescuer.kill().unwrap();
+    rescuer.wait().unwrap();
+
+    let status = jobwire_core::job_status(&pool, job_id).await.unwrap();
+    assert_eq!(done.0, JobState::Succeeded);
+    assert_eq!(status.attempt_count, 2, "the killed attempt counts");
+    assert_eq!(status.lease_generation.0, 2);
+    assert_eq!(status.last_error_code.as_deref(), Some("LEASE_EXPIRED"));
+    assert!(status.last_error.unwrap().contains("victim"));
+    pool.close().await;
+    db.drop_database().await;
+}
+
+/// Poll until `done(state, lease_owner)`; returns (state, attempt_count).
+async fn jobwire_tests_wait(
+    pool: &PgPool,
+    job_id: Uuid,
+    done: impl Fn(JobState, Option<String>) -> bool,
+) -> (JobState, i32) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = jobwire_core::job_status(pool, job_id).await.unwrap();
+        if done(status.state, status.lease_owner.clone()) {
+            return (status.state, status.attempt_count);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "job stuck: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_cli_enqueues_reports_and_cancels() {
+    let db = FreshDatabase::create().await;
+    assert!(jobwire(&db.url, &["migrate"]).status.success());
+    let enqueued = jobwire(
+        &db.url,
+        &[
+            "enqueue",
+            "noop",
+            "--payload",
+            r#"{"user": 7}"#,
+            "--delay-ms",
+            "60000",
+            "--dedup-key",
+            "u7",
+            "--json",
+        ],
+    );
+    assert!(enqueued.status.success(), "{}", stderr(&enqueued));
+    let enqueued: serde_json::Value = serde_json::from_slice(&enqueued.stdout).unwrap();
+    assert_eq!(enqueued["duplicate"], false);
+    let job_id = enqueued["job_id"].as_str().unwrap().to_owned();
+
+    let again = jobwire(&db.url, &["enqueue", "noop", "--dedup-key", "u7"]);
+    assert_eq!(stdout(&again).trim(), job_id);
+    assert!(stderr(&again).contains("duplicate"));
+
+    let status = jobwire(&db.url, &["status", &job_id, "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["state"], "QUEUED");
+    assert_eq!(status["payload"]["user"], 7);
+    let human = stdout(&jobwire(&db.url, &["status", &job_id]));
+    assert!(
+        human.contains("state      QUEUED") && human.contains("next run"),
+        "{human}"
+    );
+
+    let cancel = jobwire(&db.url, &["cancel", &job_id]);
+    assert!(stdout(&cancel).contains("cancelled"), "{}", stdout(&cancel));
+    let cancel_again = jobwire(&db.url, &["cancel", &job_id]);
+    assert!(!cancel_again.status.success());
+    assert!(
+        stderr(&cancel_again).contains("already finished as CANCELLED"),
+        "{}",
+        stderr(&cancel_again)
+    );
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn bad_command_line_input_gets_a_clear_error_and_writes_nothing() {
+    let db = FreshDatabase::create().await;
+    assert!(jobwire(&db.url, &["migrate"]).status.success());
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["enqueue", "noop", "--delay-ms", "-5"],
+            "must not be negative",
+        ),
+        (
+            &["enqueue", "noop", "--payload", "{not json"],
+            "not valid JSON",
+        ),
+        (&["enqueue", ""], "must not be empty"),
+        (&["enqueue", "noop", "--max-attempts", "0"], "at least 1"),
+        (
+            &["status", "01a226f7-0000-7000-8000-000000000000"],
+            "not found",
+        ),
+    ];
+    for (args, message) in cases {
+        let output = jobwire(&db.url, args);
+        assert!(!output.status.success(), "{args:?} succeeded");
+        assert!(
+            stderr(&output).contains(message),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+    let pool = db.pool().await;
+    let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(jobs, 0);
+    pool.close().await;
+
+    let unreachable = jobwire("postgres://postgres@127.0.0.1:1/none", &["migrate"]);
+    assert!(!unreachable.status.success());
+    assert!(
+        stderr(&unreachable).contains("cannot connect to PostgreSQL"),
+        "{}",
+        stderr(&unreachable)
+    );
+    db.drop_database().await;
+}
