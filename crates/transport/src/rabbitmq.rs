@@ -1,0 +1,469 @@
+//! RabbitMQ through lapin: one durable queue per destination on the default
+//! exchange, persistent messages, publisher confirms; a prefetch-bounded
+//! consumer with manual acks. Both sides reconnect by themselves after the
+//! broker restarts.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::{FutureExt, StreamExt};
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
+    ConfirmSelectOptions, QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, Consumer};
+use tokio::sync::Mutex;
+
+use crate::{
+    Capabilities, Delivery, Envelope, Headers, PublishError, Receipt, ReceiptInner,
+    SubscribeOptions, Subscriber, Transport, TransportError, check_size, validate_topic,
+};
+
+/// AMQP short strings (queue names) hold at most 255 bytes.
+const MAX_QUEUE_NAME: usize = 255;
+
+/// Settings for [`RabbitTransport`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RabbitConfig {
+    /// AMQP URL, e.g. `amqp://guest:guest@127.0.0.1:5672/%2f`.
+    pub url: String,
+    /// Largest message accepted (RabbitMQ's own ceiling is far higher; large
+    /// messages hurt a wake-up broker, so we refuse them early).
+    pub max_message_bytes: usize,
+    /// Persistent messages (delivery mode 2). A topic that carries only job
+    /// wake-ups may turn this off: the reconciler re-creates lost wake-ups.
+    pub persistent: bool,
+    /// How long to wait to connect, and for publisher confirms.
+    pub timeout: Duration,
+}
+
+impl RabbitConfig {
+    /// Defaults for `url`: 4 MiB messages, persistent, 10 s timeout.
+    pub fn new(url: impl Into<String>) -> Self {
+        RabbitConfig {
+            url: url.into(),
+            max_message_bytes: 4 * 1024 * 1024,
+            persistent: true,
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A connection and a confirm-mode channel, with the queues declared on it.
+struct Session {
+    connection: Connection,
+    channel: Channel,
+    declared: HashSet<String>,
+}
+
+impl Session {
+    async fn open(config: &RabbitConfig) -> Result<Self, String> {
+        let connect = Connection::connect(&config.url, ConnectionProperties::default());
+        let connection = tokio::time::timeout(config.timeout, connect)
+            .await
+            .map_err(|_| format!("connecting timed out after {:?}", config.timeout))?
+            .map_err(|err| format!("cannot connect: {err}"))?;
+        let channel = connection
+            .create_channel()
+            .await
+            .map_err(|err| format!("cannot open a channel: {err}"))?;
+        Ok(Session {
+            connection,
+            channel,
+            declared: HashSet::new(),
+        })
+    }
+
+    async fn declare(&mut self, queue: &str) -> Result<(), String> {
+        if self.declared.contains(queue) {
+            return Ok(());
+        }
+        self.channel
+            .queue_declare(
+                queue.into(),
+                QueueDeclareOptions {
+                    durable: true,
+                    ..QueueDeclareOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .map_err(|err| format!("cannot declare queue {queue}: {err}"))?;
+        self.declared.insert(queue.to_owned());
+        Ok(())
+    }
+
+    async fn close(self) {
+        let _ = self.channel.close(200, "bye".into()).await;
+        let _ = self.connection.close(200, "bye".into()).await;
+    }
+}
+
+/// Publishes to RabbitMQ with publisher confirms.
+pub struct RabbitTransport {
+    config: RabbitConfig,
+    /// The publishing session; `None` until first use or after a failure,
+    /// so the next publish reconnects.
+    publisher: Mutex<Option<Session>>,
+}
+
+impl RabbitTransport {
+    /// A transport; connects on first use.
+    pub fn new(config: RabbitConfig) -> Self {
+        RabbitTransport {
+            config,
+            publisher: Mutex::new(None),
+        }
+    }
+
+    fn properties(&self, envelope: &Envelope) -> BasicProperties {
+        let mut headers = FieldTable::default();
+        for (name, value) in &envelope.headers {
+            headers.insert(
+                name.as_str().into(),
+                AMQPValue::LongString(value.as_str().into()),
+            );
+        }
+        if let Some(key) = &envelope.key {
+            headers.insert(
+                KEY_HEADER.into(),
+                AMQPValue::LongString(key.as_str().into()),
+            );
+        }
+        let mut properties = BasicProperties::default()
+            .with_message_id(envelope.outbox_id.to_string().into())
+            .with_headers(headers);
+        if let Some(content_type) = envelope.headers.get(crate::header::CONTENT_TYPE) {
+            properties = properties.with_content_type(content_type.as_str().into());
+        }
+        if self.config.persistent {
+            properties = properties.with_delivery_mode(2);
+        }
+        properties
+    }
+
+    /// Publish the valid messages of a batch; `Err` means the session broke
+    /// and every message not yet confirmed must be reported unavailable.
+    async fn publish_on(
+        &self,
+        session: &mut Session,
+        batch: &[Envelope],
+        results: &mut [Option<Result<(), PublishError>>],
+    ) -> Result<(), String> {
+        let mut confirms = Vec::new();
+        for (index, envelope) in batch.iter().enumerate() {
+            if results[index].is_some() {
+                continue;
+            }
+            session.declare(&envelope.topic).await?;
+            let confirm = session
+                .channel
+                .basic_publish(
+                    "".into(),
+                    envelope.topic.as_str().into(),
+                    BasicPublishOptions::default(),
+                    &envelope.payload,
+                    self.properties(envelope),
+                )
+                .await
+                .map_err(|err| format!("publish failed: {err}"))?;
+            confirms.push((index, confirm));
+        }
+        for (index, confirm) in confirms {
+            let confirmation = tokio::time::timeout(self.config.timeout, confirm)
+                .await
+                .map_err(|_| format!("no publisher confirm within {:?}", self.config.timeout))?
+                .map_err(|err| format!("publisher confirm failed: {err}"))?;
+            results[index] = Some(match confirmation {
+                Confirmation::Ack(_) => Ok(()),
+                Confirmation::Nack(_) => Err(PublishError::Unavailable(
+                    "the broker nacked the message".into(),
+                )),
+                Confirmation::NotRequested => Err(PublishError::Unavailable(
+                    "channel is not in confirm mode".into(),
+                )),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Header carrying the message key (AMQP has no key of its own).
+const KEY_HEADER: &str = "jobwire-key";
+
+#[async_trait]
+impl Transport for RabbitTransport {
+    fn name(&self) -> &'static str {
+        "rabbitmq"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            nack_requeues: true,
+            // One queue delivers in publish order to a single consumer.
+            per_key_order: true,
+            max_message_bytes: self.config.max_message_bytes,
+        }
+    }
+
+    async fn publish(&self, batch: &[Envelope]) -> Vec<Result<(), PublishError>> {
+        let mut results: Vec<Option<Result<(), PublishError>>> = batch
+            .iter()
+            .map(|envelope| {
+                validate_topic(&envelope.topic, MAX_QUEUE_NAME)
+                    .and_then(|()| check_size(envelope, self.config.max_message_bytes))
+                    .err()
+                    .map(Err)
+            })
+            .collect();
+        if results.iter().any(Option::is_none) {
+            let mut guard = self.publisher.lock().await;
+            let outcome = match guard.as_mut() {
+                Some(session) => self.publish_on(session, batch, &mut results).await,
+                None => match Session::open(&self.config).await {
+                    Ok(mut session) => {
+                        let outcome = match session
+                            .channel
+                            .confirm_select(ConfirmSelectOptions::default())
+                            .await
+                        {
+                            Ok(()) => self.publish_on(&mut session, batch, &mut results).await,
+                            Err(err) => Err(format!("cannot enable publisher confirms: {err}")),
+                        };
+                        *guard = Some(session);
+                        outcome
+                    }
+                    Err(err) => Err(err),
+                },
+            };
+            if let Err(reason) = outcome {
+                tracing::warn!(%reason, "rabbitmq publishing session failed; reconnecting on next publish");
+                if let Some(session) = guard.take() {
+                    session.close().await;
+                }
+                for result in results.iter_mut().filter(|r| r.is_none()) {
+                    *result = Some(Err(PublishError::Unavailable(reason.clone())));
+                }
+            }
+        }
+        results
+            .into_iter()
+            .map(|result| result.expect("every message has a result"))
+            .collect()
+    }
+
+    async fn subscribe(
+        &self,
+        topic: &str,
+        options: &SubscribeOptions,
+    ) -> Result<Box<dyn Subscriber>, TransportError> {
+        validate_topic(topic, MAX_QUEUE_NAME)
+            .map_err(|err| TransportError::Refused(err.to_string()))?;
+        let mut subscriber = RabbitSubscriber {
+            config: self.config.clone(),
+            topic: topic.to_owned(),
+            prefetch: options.prefetch,
+            live: None,
+            epoch: 0,
+        };
+        subscriber
+            .connect()
+            .await
+            .map_err(TransportError::Unavailable)?;
+        Ok(Box::new(subscriber))
+    }
+
+    async fn close(&self) -> Result<(), TransportError> {
+        if let Some(session) = self.publisher.lock().await.take() {
+            session.close().await;
+        }
+        Ok(())
+    }
+}
+
+struct LiveConsumer {
+    session: Session,
+    consumer: Consumer,
+}
+
+/// Consumes one queue with manual acks.
+struct RabbitSubscriber {
+    config: RabbitConfig,
+    topic: String,
+    prefetch: u16,
+    live: Option<LiveConsumer>,
+    /// Raised on every reconnect: delivery tags are per channel, so receipts
+    /// from an older connection must not be acked on a newer one (the broker
+    /// already requeued those deliveries when the old channel died).
+    epoch: u64,
+}
+
+impl RabbitSubscriber {
+    async fn connect(&mut self) -> Result<(), String> {
+        let mut session = Session::open(&self.config).await?;
+        session.declare(&self.topic).await?;
+        session
+            .channel
+            .basic_qos(self.prefetch.max(1), BasicQosOptions { global: false })
+            .await
+            .map_err(|err| format!("cannot set prefetch: {err}"))?;
+        let consumer = session
+            .channel
+            .basic_consume(
+                self.topic.as_str().into(),
+                format!("jobwire-{}", uuid::Uuid::new_v4().simple()).into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .map_err(|err| format!("cannot consume {}: {err}", self.topic))?;
+        self.epoch += 1;
+        self.live = Some(LiveConsumer { session, consumer });
+        Ok(())
+    }
+
+    async fn disconnect(&mut self) {
+        if let Some(live) = self.live.take() {
+            live.session.close().await;
+        }
+    }
+
+    fn convert(&self, delivery: lapin::message::Delivery) -> Delivery {
+        let mut headers = Headers::new();
+        let mut key = None;
+        if let Some(table) = delivery.properties.headers() {
+            for (name, value) in table.inner() {
+                let text = match value {
+                    AMQPValue::LongString(text) => {
+                        String::from_utf8_lossy(text.as_bytes()).into_owned()
+                    }
+                    AMQPValue::ShortString(text) => text.as_str().to_owned(),
+                    other => format!("{other:?}"),
+                };
+                if name.as_str() == KEY_HEADER {
+                    key = Some(text);
+                } else {
+                    headers.insert(name.as_str().to_owned(), text);
+                }
+            }
+        }
+        let broker_message_id = delivery
+            .properties
+            .message_id()
+            .as_ref()
+            .map(|id| id.as_str().to_owned())
+            .unwrap_or_else(|| format!("tag-{}", delivery.delivery_tag));
+        Delivery {
+            topic: self.topic.clone(),
+            key,
+            payload: delivery.data,
+            headers,
+            broker_message_id,
+            redelivered: delivery.redelivered,
+            receipt: Receipt(ReceiptInner::Rabbit {
+                delivery_tag: delivery.delivery_tag,
+                connection_epoch: self.epoch,
+            }),
+        }
+    }
+
+    /// Delivery tags of `receipts` that belong to the live channel.
+    fn live_tags(&self, receipts: &[Receipt]) -> Vec<u64> {
+        receipts
+            .iter()
+            .filter_map(|receipt| match receipt.0 {
+                ReceiptInner::Rabbit {
+                    delivery_tag,
+                    connection_epoch,
+                } if connection_epoch == self.epoch => Some(delivery_tag),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+#[async_trait]
+impl Subscriber for RabbitSubscriber {
+    async fn receive(
+        &mut self,
+        max: usize,
+        wait: Duration,
+    ) -> Result<Vec<Delivery>, TransportError> {
+        if self.live.is_none() {
+            self.connect().await.map_err(TransportError::Unavailable)?;
+        }
+        let live = self.live.as_mut().expect("connected above");
+        let first = match tokio::time::timeout(wait, live.consumer.next()).await {
+            Err(_) => return Ok(Vec::new()),
+            Ok(next) => next,
+        };
+        let mut raw = Vec::new();
+        let mut broken = None;
+        match first {
+            Some(Ok(delivery)) => raw.push(delivery),
+            Some(Err(err)) => broken = Some(err.to_string()),
+            None => broken = Some("consumer cancelled by the broker".into()),
+        }
+        while broken.is_none() && raw.len() < max {
+            match live.consumer.next().now_or_never() {
+                Some(Some(Ok(delivery))) => raw.push(delivery),
+                Some(Some(Err(err))) => broken = Some(err.to_string()),
+                Some(None) => broken = Some("consumer cancelled by the broker".into()),
+                None => break,
+            }
+        }
+        let deliveries: Vec<Delivery> = raw.into_iter().map(|d| self.convert(d)).collect();
+        if let Some(reason) = broken {
+            tracing::warn!(%reason, topic = %self.topic, "rabbitmq consumer lost; reconnecting on next receive");
+            self.disconnect().await;
+            if deliveries.is_empty() {
+                return Err(TransportError::Unavailable(reason));
+            }
+        }
+        Ok(deliveries)
+    }
+
+    async fn ack(&mut self, receipts: &[Receipt]) -> Result<(), TransportError> {
+        let tags = self.live_tags(receipts);
+        let Some(live) = self.live.as_ref() else {
+            return Ok(());
+        };
+        for tag in tags {
+            live.session
+                .channel
+                .basic_ack(tag, BasicAckOptions { multiple: false })
+                .await
+                .map_err(|err| TransportError::Unavailable(format!("ack failed: {err}")))?;
+        }
+        Ok(())
+    }
+
+    async fn nack(&mut self, receipts: &[Receipt], requeue: bool) -> Result<(), TransportError> {
+        let tags = self.live_tags(receipts);
+        let Some(live) = self.live.as_ref() else {
+            return Ok(());
+        };
+        for tag in tags {
+            live.session
+                .channel
+                .basic_nack(
+                    tag,
+                    BasicNackOptions {
+                        multiple: false,
+                        requeue,
+                    },
+                )
+                .await
+                .map_err(|err| TransportError::Unavailable(format!("nack failed: {err}")))?;
+        }
+        Ok(())
+    }
+
+    async fn close(&mut self) -> Result<(), TransportError> {
+        // Closing the channel returns every unacknowledged delivery.
+        self.disconnect().await;
+        Ok(())
+    }
+}

@@ -1,0 +1,549 @@
+//! Amazon SQS through aws-sdk-sqs: SendMessageBatch (10 per call, 256 KiB
+//! per call), long-poll ReceiveMessage, DeleteMessageBatch as ack,
+//! visibility changes as nack. Standard or FIFO queues (FIFO: group id =
+//! message key, deduplication id = outbox id). The endpoint is configurable,
+//! so the same code talks to AWS or to a local emulator.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_config::BehaviorVersion;
+use aws_config::timeout::TimeoutConfig;
+use aws_credential_types::Credentials;
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata};
+use aws_sdk_sqs::types::{
+    ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry,
+    MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName,
+    SendMessageBatchRequestEntry,
+};
+use tokio::sync::Mutex;
+
+use crate::{
+    Capabilities, Delivery, Envelope, Headers, PublishError, Receipt, ReceiptInner,
+    SubscribeOptions, Subscriber, Transport, TransportError,
+};
+
+/// SQS's limit for one message, body and attributes together, and for one
+/// SendMessageBatch call.
+pub const SQS_MAX_BYTES: usize = 262_144;
+/// SQS's limit of entries per batch call.
+const SQS_BATCH: usize = 10;
+/// SQS's limit of message attributes per message.
+const SQS_MAX_ATTRIBUTES: usize = 10;
+/// Attribute carrying the message key on standard queues.
+const KEY_ATTRIBUTE: &str = "jobwire-key";
+
+/// Settings for [`SqsTransport`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqsConfig {
+    /// Endpoint override (a local emulator); `None` for AWS itself.
+    pub endpoint: Option<String>,
+    /// AWS region.
+    pub region: String,
+    /// Static credentials (access key id, secret); `None` for the default chain.
+    pub credentials: Option<(String, String)>,
+    /// FIFO queues: every destination gets the `.fifo` suffix, per-key order,
+    /// deduplication on the outbox id.
+    pub fifo: bool,
+    /// Per-request timeout.
+    pub timeout: Duration,
+}
+
+impl SqsConfig {
+    /// A local emulator at `endpoint` with the usual test credentials.
+    pub fn local(endpoint: impl Into<String>) -> Self {
+        SqsConfig {
+            endpoint: Some(endpoint.into()),
+            region: "us-east-1".into(),
+            credentials: Some(("test".into(), "test".into())),
+            fifo: false,
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Publishes to SQS.
+pub struct SqsTransport {
+    client: Client,
+    config: SqsConfig,
+    queue_urls: Mutex<HashMap<String, String>>,
+}
+
+impl SqsTransport {
+    /// Build the client (no request is sent yet).
+    pub async fn new(config: SqsConfig) -> Self {
+        let mut loader = aws_config::defaults(BehaviorVersion::latest())
+            .region(aws_config::Region::new(config.region.clone()))
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(Duration::from_secs(3))
+                    .operation_timeout(config.timeout)
+                    .build(),
+            );
+        if let Some(endpoint) = &config.endpoint {
+            loader = loader.endpoint_url(endpoint);
+        }
+        if let Some((key, secret)) = &config.credentials {
+            loader = loader.credentials_provider(Credentials::new(
+                key.clone(),
+                secret.clone(),
+                None,
+                None,
+                "jobwire-static",
+            ));
+        }
+        let sdk = loader.load().await;
+        SqsTransport {
+            client: Client::new(&sdk),
+            config,
+            queue_urls: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The SQS queue name for a destination.
+    fn queue_name(&self, topic: &str) -> Result<String, PublishError> {
+        let base = topic.strip_suffix(".fifo").unwrap_or(topic);
+        let name = if self.config.fifo {
+            format!("{base}.fifo")
+        } else {
+            topic.to_owned()
+        };
+        let valid_chars = base
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if base.is_empty()
+            || name.len() > 80
+            || !valid_chars
+            || (!self.config.fifo && base != topic)
+        {
+            return Err(PublishError::Rejected(format!(
+                "{topic:?} is not a valid SQS queue name (1-80 letters, digits, '-', '_'{})",
+                if self.config.fifo {
+                    ", '.fifo' suffix"
+                } else {
+                    ""
+                }
+            )));
+        }
+        Ok(name)
+    }
+
+    /// The queue URL, creating the queue on first use.
+    async fn queue_url(&self, topic: &str) -> Result<String, PublishError> {
+        let name = self.queue_name(topic)?;
+        if let Some(url) = self.queue_urls.lock().await.get(&name) {
+            return Ok(url.clone());
+        }
+        let mut request = self.client.create_queue().queue_name(&name);
+        if self.config.fifo {
+            request = request.attributes(QueueAttributeName::FifoQueue, "true");
+        }
+        let output = request.send().await.map_err(|err| {
+            let text = DisplayErrorContext(&err).to_string();
+            match err.code() {
+                Some(code)
+                    if code.contains("InvalidParameter") || code.contains("InvalidAttribute") =>
+                {
+                    PublishError::Rejected(text)
+                }
+                _ => PublishError::Unavailable(text),
+            }
+        })?;
+        let url = output
+            .queue_url()
+            .ok_or_else(|| PublishError::Unavailable("CreateQueue returned no URL".into()))?
+            .to_owned();
+        self.queue_urls.lock().await.insert(name, url.clone());
+        Ok(url)
+    }
+
+    fn attributes(
+        envelope: &Envelope,
+    ) -> Result<HashMap<String, MessageAttributeValue>, PublishError> {
+        let mut attributes = HashMap::new();
+        let key = envelope.key.iter().map(|key| (KEY_ATTRIBUTE, key.as_str()));
+        let headers = envelope
+            .headers
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str()));
+        for (name, value) in headers.chain(key) {
+            if value.is_empty() {
+                continue; // SQS refuses empty attribute values
+            }
+            let attribute = MessageAttributeValue::builder()
+                .data_type("String")
+                .string_value(value)
+                .build()
+                .map_err(|err| PublishError::Rejected(err.to_string()))?;
+            attributes.insert(name.to_owned(), attribute);
+        }
+        if attributes.len() > SQS_MAX_ATTRIBUTES {
+            return Err(PublishError::Rejected(format!(
+                "{} headers; SQS carries at most {SQS_MAX_ATTRIBUTES} message attributes",
+                attributes.len()
+            )));
+        }
+        Ok(attributes)
+    }
+
+    /// Size as SQS counts it: body plus attribute names, types and values.
+    fn sqs_size(envelope: &Envelope, attributes: &HashMap<String, MessageAttributeValue>) -> usize {
+        envelope.payload.len()
+            + attributes
+                .iter()
+                .map(|(name, value)| {
+                    name.len() + "String".len() + value.string_value().map_or(0, str::len)
+                })
+                .sum::<usize>()
+    }
+
+    fn entry(
+        &self,
+        index: usize,
+        envelope: &Envelope,
+    ) -> Result<(SendMessageBatchRequestEntry, usize), PublishError> {
+        let body = std::str::from_utf8(&envelope.payload).map_err(|_| {
+            PublishError::Rejected("SQS message bodies must be text (UTF-8)".into())
+        })?;
+        let attributes = Self::attributes(envelope)?;
+        let size = Self::sqs_size(envelope, &attributes);
+        if size > SQS_MAX_BYTES {
+            return Err(PublishError::Rejected(format!(
+                "message of {size} bytes exceeds SQS's limit of {SQS_MAX_BYTES} bytes"
+            )));
+        }
+        let mut entry = SendMessageBatchRequestEntry::builder()
+            .id(index.to_string())
+            .message_body(body)
+            .set_message_attributes(Some(attributes));
+        if self.config.fifo {
+            entry = entry
+                .message_group_id(envelope.key.as_deref().unwrap_or("default"))
+                .message_deduplication_id(envelope.outbox_id.to_string());
+        }
+        let entry = entry
+            .build()
+            .map_err(|err| PublishError::Rejected(err.to_string()))?;
+        Ok((entry, size))
+    }
+
+    async fn send_chunk(
+        &self,
+        url: &str,
+        chunk: Vec<(usize, SendMessageBatchRequestEntry)>,
+        results: &mut [Option<Result<(), PublishError>>],
+    ) {
+        let indices: Vec<usize> = chunk.iter().map(|(index, _)| *index).collect();
+        let entries: Vec<SendMessageBatchRequestEntry> =
+            chunk.into_iter().map(|(_, entry)| entry).collect();
+        match self
+            .client
+            .send_message_batch()
+            .queue_url(url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+        {
+            Ok(output) => {
+                for ok in output.successful() {
+                    if let Ok(index) = ok.id().parse::<usize>() {
+                        results[index] = Some(Ok(()));
+                    }
+                }
+                for failed in output.failed() {
+                    if let Ok(index) = failed.id().parse::<usize>() {
+                        let text = format!(
+                            "{}: {}",
+                            failed.code(),
+                            failed.message().unwrap_or_default()
+                        );
+                        results[index] = Some(Err(if failed.sender_fault() {
+                            PublishError::Rejected(text)
+                        } else {
+                            PublishError::Unavailable(text)
+                        }));
+                    }
+                }
+                for index in indices {
+                    results[index].get_or_insert_with(|| {
+                        Err(PublishError::Unavailable(
+                            "SQS did not answer for this entry".into(),
+                        ))
+                    });
+                }
+            }
+            Err(err) => {
+                let text = DisplayErrorContext(&err).to_string();
+                if err.code() == Some("AWS.SimpleQueueService.NonExistentQueue")
+                    || err.code() == Some("QueueDoesNotExist")
+                {
+                    // Purged or deleted under us: look it up afresh next time.
+                    self.queue_urls.lock().await.retain(|_, known| known != url);
+                }
+                let rejected = err.code().is_some_and(|code| {
+                    code.contains("BatchRequestTooLong") || code.contains("InvalidParameterValue")
+                });
+                for index in indices {
+                    results[index] = Some(Err(if rejected {
+                        PublishError::Rejected(text.clone())
+                    } else {
+                        PublishError::Unavailable(text.clone())
+                    }));
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Transport for SqsTransport {
+    fn name(&self) -> &'static str {
+        "sqs"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            nack_requeues: true,
+            per_key_order: self.config.fifo,
+            max_message_bytes: SQS_MAX_BYTES,
+        }
+    }
+
+    async fn publish(&self, batch: &[Envelope]) -> Vec<Result<(), PublishError>> {
+        let mut results: Vec<Option<Result<(), PublishError>>> = vec![None; batch.len()];
+        // Per destination, in batch order: chunks of at most 10 entries and
+        // 256 KiB, sent one after another so per-key order holds.
+        let mut topics: Vec<&str> = Vec::new();
+        for envelope in batch {
+            if !topics.contains(&envelope.topic.as_str()) {
+                topics.push(&envelope.topic);
+            }
+        }
+        for topic in topics {
+            let url = match self.queue_url(topic).await {
+                Ok(url) => url,
+                Err(err) => {
+                    for (index, envelope) in batch.iter().enumerate() {
+                        if envelope.topic == topic {
+                            results[index] = Some(Err(err.clone()));
+                        }
+                    }
+                    continue;
+                }
+            };
+            let mut chunk = Vec::new();
+            let mut chunk_bytes = 0;
+            for (index, envelope) in batch.iter().enumerate() {
+                if envelope.topic != topic {
+                    continue;
+                }
+                let (entry, size) = match self.entry(index, envelope) {
+                    Ok(entry) => entry,
+                    Err(err) => {
+                        results[index] = Some(Err(err));
+                        continue;
+                    }
+                };
+                if chunk.len() == SQS_BATCH || chunk_bytes + size > SQS_MAX_BYTES {
+                    self.send_chunk(&url, std::mem::take(&mut chunk), &mut results)
+                        .await;
+                    chunk_bytes = 0;
+                }
+                chunk.push((index, entry));
+                chunk_bytes += size;
+            }
+            if !chunk.is_empty() {
+                self.send_chunk(&url, chunk, &mut results).await;
+            }
+        }
+        results
+            .into_iter()
+            .map(|result| result.expect("every message has a result"))
+            .collect()
+    }
+
+    async fn subscribe(
+        &self,
+        topic: &str,
+        options: &SubscribeOptions,
+    ) -> Result<Box<dyn Subscriber>, TransportError> {
+        let url = self.queue_url(topic).await.map_err(|err| match err {
+            PublishError::Rejected(text) => TransportError::Refused(text),
+            PublishError::Unavailable(text) => TransportError::Unavailable(text),
+        })?;
+        Ok(Box::new(SqsSubscriber {
+            client: self.client.clone(),
+            topic: topic.to_owned(),
+            url,
+            visibility_timeout: options.visibility_timeout,
+            outstanding: HashSet::new(),
+        }))
+    }
+
+    async fn close(&self) -> Result<(), TransportError> {
+        Ok(())
+    }
+}
+
+fn unavailable<E: std::error::Error + 'static>(err: E) -> TransportError {
+    TransportError::Unavailable(DisplayErrorContext(&err).to_string())
+}
+
+struct SqsSubscriber {
+    client: Client,
+    topic: String,
+    url: String,
+    visibility_timeout: Duration,
+    /// Receipt handles received and not yet acked or nacked; `close` makes
+    /// them visible again at once.
+    outstanding: HashSet<String>,
+}
+
+impl SqsSubscriber {
+    fn handles(receipts: &[Receipt]) -> Vec<String> {
+        receipts
+            .iter()
+            .filter_map(|receipt| match &receipt.0 {
+                ReceiptInner::Sqs { receipt_handle } => Some(receipt_handle.clone()),
+                #[allow(unreachable_patterns)]
+                _ => None,
+            })
+            .collect()
+    }
+
+    async fn make_visible(&mut self, handles: Vec<String>) -> Result<(), TransportError> {
+        for chunk in handles.chunks(SQS_BATCH) {
+            let entries: Vec<ChangeMessageVisibilityBatchRequestEntry> = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, handle)| {
+                    ChangeMessageVisibilityBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .receipt_handle(handle)
+                        .visibility_timeout(0)
+                        .build()
+                        .expect("id and handle are set")
+                })
+                .collect();
+            self.client
+                .change_message_visibility_batch()
+                .queue_url(&self.url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map_err(unavailable)?;
+            for handle in chunk {
+                self.outstanding.remove(handle);
+            }
+        }
+        Ok(())
+    }
+
+    async fn delete(&mut self, handles: Vec<String>) -> Result<(), TransportError> {
+        for chunk in handles.chunks(SQS_BATCH) {
+            let entries: Vec<DeleteMessageBatchRequestEntry> = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, handle)| {
+                    DeleteMessageBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .receipt_handle(handle)
+                        .build()
+                        .expect("id and handle are set")
+                })
+                .collect();
+            self.client
+                .delete_message_batch()
+                .queue_url(&self.url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map_err(unavailable)?;
+            for handle in chunk {
+                self.outstanding.remove(handle);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Subscriber for SqsSubscriber {
+    async fn receive(
+        &mut self,
+        max: usize,
+        wait: Duration,
+    ) -> Result<Vec<Delivery>, TransportError> {
+        let output = self
+            .client
+            .receive_message()
+            .queue_url(&self.url)
+            .max_number_of_messages(max.clamp(1, SQS_BATCH) as i32)
+            .wait_time_seconds(wait.as_secs().min(20) as i32)
+            .visibility_timeout(self.visibility_timeout.as_secs().max(1) as i32)
+            .message_attribute_names("All")
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        let mut deliveries = Vec::new();
+        for message in output.messages() {
+            let Some(handle) = message.receipt_handle() else {
+                continue;
+            };
+            let mut headers = Headers::new();
+            let mut key = None;
+            for (name, value) in message.message_attributes().into_iter().flatten() {
+                let text = value.string_value().unwrap_or_default().to_owned();
+                if name == KEY_ATTRIBUTE {
+                    key = Some(text);
+                } else {
+                    headers.insert(name.clone(), text);
+                }
+            }
+            let system = message.attributes();
+            if key.is_none() {
+                key = system
+                    .and_then(|attrs| attrs.get(&MessageSystemAttributeName::MessageGroupId))
+                    .cloned();
+            }
+            let receive_count: u32 = system
+                .and_then(|attrs| attrs.get(&MessageSystemAttributeName::ApproximateReceiveCount))
+                .and_then(|count| count.parse().ok())
+                .unwrap_or(1);
+            self.outstanding.insert(handle.to_owned());
+            deliveries.push(Delivery {
+                topic: self.topic.clone(),
+                key,
+                payload: message.body().unwrap_or_default().as_bytes().to_vec(),
+                headers,
+                broker_message_id: message.message_id().unwrap_or_default().to_owned(),
+                redelivered: receive_count > 1,
+                receipt: Receipt(ReceiptInner::Sqs {
+                    receipt_handle: handle.to_owned(),
+                }),
+            });
+        }
+        Ok(deliveries)
+    }
+
+    async fn ack(&mut self, receipts: &[Receipt]) -> Result<(), TransportError> {
+        self.delete(Self::handles(receipts)).await
+    }
+
+    async fn nack(&mut self, receipts: &[Receipt], requeue: bool) -> Result<(), TransportError> {
+        let handles = Self::handles(receipts);
+        if requeue {
+            self.make_visible(handles).await
+        } else {
+            self.delete(handles).await
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), TransportError> {
+        let handles: Vec<String> = self.outstanding.iter().cloned().collect();
+        self.make_visible(handles).await
+    }
+}
