@@ -109,3 +109,168 @@ pub fn test_worker_config(queue: &str, concurrency: usize) -> PgWorkerConfig {
         ..PgWorkerConfig::default()
     }
 }
+
+/// Broker addresses for tests, from the environment, defaulting to the local
+/// services `scripts/services` starts.
+pub mod brokers {
+    /// RabbitMQ URL (`AMQP_URL`).
+    pub fn amqp_url() -> String {
+        std::env::var("AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
+    }
+
+    /// SQS endpoint (`SQS_ENDPOINT`).
+    pub fn sqs_endpoint() -> String {
+        std::env::var("SQS_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:4566".into())
+    }
+
+    /// Kafka bootstrap servers (`KAFKA_BOOTSTRAP`).
+    pub fn kafka_bootstrap() -> String {
+        std::env::var("KAFKA_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:9092".into())
+    }
+}
+
+/// Insert `count` outbox rows on `topic`, as a service with its own outbox
+/// would (no jobs row behind them), keyed round-robin over `keys` keys.
+/// Returns their ids in insertion order.
+pub async fn write_outbox_rows(
+    pool: &PgPool,
+    topic: &str,
+    count: i64,
+    keys: i64,
+) -> Result<Vec<i64>> {
+    Ok(sqlx::query_scalar(
+        "INSERT INTO job_outbox (topic, message_key, payload, headers)
+         SELECT $1, 'key-' || (n % $3), jsonb_build_object('order', n), '{\"traceparent\": \"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\"}'::jsonb
+         FROM generate_series(1, $2) AS n
+         ORDER BY n
+         RETURNING id",
+    )
+    .bind(topic)
+    .bind(count)
+    .bind(keys.max(1))
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Receive everything on `subscriber` until `expected` distinct outbox ids
+/// have arrived (or `timeout`), acknowledging as it goes. Returns every
+/// outbox id received, duplicates included, in arrival order.
+pub async fn drain_subscriber(
+    subscriber: &mut dyn jobwire_transport::Subscriber,
+    expected: usize,
+    timeout: Duration,
+) -> Result<Vec<(Option<String>, i64)>> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut received = Vec::new();
+    let mut distinct = std::collections::HashSet::new();
+    while distinct.len() < expected {
+        if tokio::time::Instant::now() > deadline {
+            bail!(
+                "only {} of {expected} messages arrived within {timeout:?}",
+                distinct.len()
+            );
+        }
+        let batch = subscriber.receive(500, Duration::from_secs(2)).await?;
+        for delivery in &batch {
+            let Some(id) = delivery.outbox_id() else {
+                bail!("a delivery without an outbox id: {delivery:?}");
+            };
+            distinct.insert(id);
+            received.push((delivery.key.clone(), id));
+        }
+        let receipts: Vec<_> = batch.iter().map(|d| d.receipt.clone()).collect();
+        subscriber.ack(&receipts).await?;
+    }
+    // Anything still arriving is a duplicate worth counting.
+    loop {
+        let batch = subscriber.receive(500, Duration::from_secs(1)).await?;
+        if batch.is_empty() {
+            break;
+        }
+        for delivery in &batch {
+            received.push((delivery.key.clone(), delivery.outbox_id().unwrap_or(-1)));
+        }
+        let receipts: Vec<_> = batch.iter().map(|d| d.receipt.clone()).collect();
+        subscriber.ack(&receipts).await?;
+    }
+    Ok(received)
+}
+
+/// Rows still in the outbox.
+pub async fn outbox_len(pool: &PgPool) -> Result<i64> {
+    Ok(sqlx::query_scalar("SELECT count(*) FROM job_outbox")
+        .fetch_one(pool)
+        .await?)
+}
+
+/// A TCP proxy in front of a real broker that the test can switch off and
+/// on: switching off cuts every live connection and refuses new ones (they
+/// are closed as soon as accepted). This is how tests take a broker away
+/// from one client without stopping the broker other tests share.
+pub struct FlakyProxy {
+    /// Where clients connect.
+    pub addr: std::net::SocketAddr,
+    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    cut: std::sync::Arc<std::sync::Mutex<tokio_util::sync::CancellationToken>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl FlakyProxy {
+    /// Start a proxy to `upstream` (host:port), up or down.
+    pub async fn start(upstream: &str, up: bool) -> Result<Self> {
+        use std::sync::atomic::Ordering;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let state = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(up));
+        let cut = std::sync::Arc::new(std::sync::Mutex::new(
+            tokio_util::sync::CancellationToken::new(),
+        ));
+        let upstream = upstream.to_owned();
+        let (state_in, cut_in) = (state.clone(), cut.clone());
+        let accept = tokio::spawn(async move {
+            loop {
+                let Ok((mut client, _)) = listener.accept().await else {
+                    return;
+                };
+                if !state_in.load(Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
+                let token = cut_in.lock().unwrap().clone();
+                let upstream = upstream.clone();
+                tokio::spawn(async move {
+                    let Ok(mut server) = tokio::net::TcpStream::connect(&upstream).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = token.cancelled() => {}
+                    }
+                });
+            }
+        });
+        Ok(FlakyProxy {
+            addr,
+            up: state,
+            cut,
+            accept,
+        })
+    }
+
+    /// Switch the proxy on or off.
+    pub fn set_up(&self, up: bool) {
+        self.up.store(up, std::sync::atomic::Ordering::SeqCst);
+        if !up {
+            let mut cut = self.cut.lock().unwrap();
+            cut.cancel();
+            *cut = tokio_util::sync::CancellationToken::new();
+        }
+    }
+}
+
+impl Drop for FlakyProxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.cut.lock().unwrap().cancel();
+    }
+}

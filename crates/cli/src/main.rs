@@ -15,6 +15,7 @@ use sqlx::postgres::PgPoolOptions;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+mod brokers;
 mod demo;
 
 /// The local PostgreSQL every machine of ours runs; `jobwire demo` creates
@@ -62,6 +63,36 @@ enum Command {
     Worker(WorkerArgs),
     /// Migrate, enqueue a realistic mix of jobs, run them, report each one's fate.
     Demo(demo::DemoArgs),
+    /// Drain the outbox (`job_outbox`) into a broker until Ctrl-C / SIGTERM.
+    Relay(RelayArgs),
+}
+
+#[derive(clap::Args)]
+struct RelayArgs {
+    #[command(flatten)]
+    broker: brokers::BrokerArgs,
+    /// Most rows per pass (one transaction, one publish call).
+    #[arg(long, default_value_t = 500)]
+    batch_size: usize,
+    /// Parallel drain tasks (unordered mode).
+    #[arg(long, default_value_t = 1)]
+    concurrency: usize,
+    /// Publish rows of one message key in id order, with keys hashed into
+    /// this many shards (each drained by one relay at a time).
+    #[arg(long)]
+    ordered_shards: Option<u32>,
+    /// Attempts before a row that keeps failing is moved to job_outbox_dead.
+    #[arg(long, default_value_t = 10)]
+    max_attempts: i32,
+    /// Prefix added to every outbox topic to form the broker destination.
+    #[arg(long, default_value = "")]
+    topic_prefix: String,
+    /// Explicit mapping TOPIC=DESTINATION (repeatable).
+    #[arg(long = "map-topic")]
+    topic_map: Vec<String>,
+    /// Poll interval in milliseconds when no NOTIFY arrives.
+    #[arg(long, default_value_t = 1000)]
+    poll_ms: u64,
 }
 
 #[derive(clap::Args)]
@@ -148,7 +179,7 @@ struct WorkerArgs {
 async fn main() -> Result<()> {
     let cli = Cli::parse();
     let default_filter = match cli.command {
-        Command::Worker(_) => "info",
+        Command::Worker(_) | Command::Relay(_) => "info",
         _ => "warn",
     };
     tracing_subscriber::fmt()
@@ -230,6 +261,7 @@ async fn run(command: Command, pool: PgPool) -> Result<()> {
         }
         Command::Replay(args) => replay(&pool, args).await?,
         Command::Worker(args) => worker(pool, args).await?,
+        Command::Relay(args) => relay(pool, args).await?,
         Command::Demo(_) => unreachable!("handled before connecting"),
     }
     Ok(())
@@ -280,6 +312,42 @@ async fn replay(pool: &PgPool, args: ReplayArgs) -> Result<()> {
     };
     let replayed = jobwire_core::replay_dead(pool, &filter, &args.actor, &args.reason).await?;
     println!("{} jobs replayed", replayed.len());
+    Ok(())
+}
+
+async fn relay(pool: PgPool, args: RelayArgs) -> Result<()> {
+    jobwire_core::migrate(&pool).await?;
+    let mut topics = jobwire_relay::TopicMap {
+        prefix: args.topic_prefix,
+        ..jobwire_relay::TopicMap::default()
+    };
+    for mapping in &args.topic_map {
+        let Some((from, to)) = mapping.split_once('=') else {
+            bail!("--map-topic takes TOPIC=DESTINATION, got {mapping:?}");
+        };
+        topics.overrides.insert(from.to_owned(), to.to_owned());
+    }
+    let config = jobwire_relay::RelayConfig {
+        batch_size: args.batch_size,
+        concurrency: args.concurrency,
+        poll_interval: Duration::from_millis(args.poll_ms),
+        max_attempts: args.max_attempts,
+        topics,
+        ordering: match args.ordered_shards {
+            Some(shards) => jobwire_relay::KeyOrdering::PerKey { shards },
+            None => jobwire_relay::KeyOrdering::Unordered,
+        },
+        ..jobwire_relay::RelayConfig::default()
+    };
+    config.validate()?;
+    let transport = args.broker.transport().await?;
+    let shutdown = CancellationToken::new();
+    tokio::spawn(cancel_on_signal(shutdown.clone()));
+    let report = jobwire_relay::Relay::new(pool, transport.clone(), config)
+        .run(shutdown)
+        .await?;
+    transport.close().await?;
+    println!("{}", serde_json::to_string(&report)?);
     Ok(())
 }
 

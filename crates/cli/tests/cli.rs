@@ -5,53 +5,13 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use jobwire_core::JobState;
-use sqlx::{Connection, PgConnection, PgPool};
+use sqlx::PgPool;
 use uuid::Uuid;
 
+mod common;
+use common::FreshDatabase;
+
 const JOBWIRE: &str = env!("CARGO_BIN_EXE_jobwire");
-
-/// A database of its own for one test, dropped at the end.
-struct FreshDatabase {
-    admin_url: String,
-    name: String,
-    url: String,
-}
-
-impl FreshDatabase {
-    async fn create() -> Self {
-        let admin_url = std::env::var("DATABASE_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-        let name = format!("jobwire_cli_{}", Uuid::now_v7().simple());
-        let mut admin = PgConnection::connect(&admin_url).await.unwrap();
-        // The name is generated above from hex digits only.
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut admin)
-            .await
-            .unwrap();
-        let base = admin_url.rsplit_once('/').unwrap().0;
-        let url = format!("{base}/{name}");
-        FreshDatabase {
-            admin_url,
-            name,
-            url,
-        }
-    }
-
-    async fn pool(&self) -> PgPool {
-        PgPool::connect(&self.url).await.unwrap()
-    }
-
-    async fn drop_database(self) {
-        let mut admin = PgConnection::connect(&self.admin_url).await.unwrap();
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.name
-        )))
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    }
-}
 
 fn jobwire(url: &str, args: &[&str]) -> Output {
     Command::new(JOBWIRE)
