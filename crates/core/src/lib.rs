@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod backoff;
+pub mod effects;
 mod error;
 mod model;
 pub mod store;
@@ -27,8 +28,9 @@ pub use model::{
 pub use store::{
     ClaimByIds, Enqueuer, MAX_PAYLOAD_BYTES, ReplayFilter, WAKE_CHANNEL, acknowledge_cancel,
     archive_finished, claim_batch, claim_by_ids, complete, dead_letter_groups, enqueue,
-    enqueue_many, fail, finish_many, heartbeat, heartbeat_many, job_status, replay_dead,
-    replay_dead_job, request_cancel, set_queue_dispatch, set_queue_paused, sweep_expired_leases,
+    enqueue_many, fail, finish_many, heartbeat, heartbeat_many, job_status, outbox_lag,
+    queue_dispatch, reconcile_wake_ups, replay_dead, replay_dead_job, request_cancel,
+    set_queue_dispatch, set_queue_paused, sweep_expired_leases,
 };
 
 /// The schema contract: the migrations in the workspace's `migrations/` folder.

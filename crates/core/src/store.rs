@@ -838,3 +838,41 @@ pub async fn set_queue_paused<'c, E: PgExecutor<'c>>(
         .await?;
     Ok(())
 }
+
+/// How `queue` is dispatched, as the database says (no row: PostgreSQL).
+pub async fn queue_dispatch<'c, E: PgExecutor<'c>>(executor: E, queue: &str) -> Result<Dispatch> {
+    let row: Option<(String, Option<String>)> =
+        sqlx::query_as(include_str!("../sql/queue_dispatch.sql"))
+            .bind(queue)
+            .fetch_optional(executor)
+            .await?;
+    Ok(match row {
+        Some((kind, Some(topic))) if kind == "broker" => Dispatch::Broker { topic },
+        _ => Dispatch::Postgres,
+    })
+}
+
+/// Re-wake up to `limit` jobs of broker-dispatched queues that have been due
+/// and claimable, unchanged, for longer than `grace`: their wake-up was lost.
+/// Writes a fresh outbox wake-up for each, in one statement; returns their ids.
+pub async fn reconcile_wake_ups<'c, E: PgExecutor<'c>>(
+    executor: E,
+    grace: Duration,
+    limit: usize,
+) -> Result<Vec<Uuid>> {
+    Ok(
+        sqlx::query_scalar(include_str!("../sql/reconcile_wake_ups.sql"))
+            .bind(millis(grace))
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(executor)
+            .await?,
+    )
+}
+
+/// Outbox lag: how long the oldest due, unpublished outbox row has waited.
+pub async fn outbox_lag<'c, E: PgExecutor<'c>>(executor: E) -> Result<Duration> {
+    let millis: i64 = sqlx::query_scalar(include_str!("../sql/outbox_lag.sql"))
+        .fetch_one(executor)
+        .await?;
+    Ok(Duration::from_millis(u64::try_from(millis).unwrap_or(0)))
+}
