@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -130,6 +131,9 @@ pub struct JobContext {
     pub(crate) reason: Arc<OnceLock<CancelReason>>,
     pub(crate) deadline: Instant,
     pub(crate) worker_id: Arc<str>,
+    pub(crate) pool: sqlx::PgPool,
+    /// Set once the handler committed the job's completion itself.
+    pub(crate) completed: Arc<AtomicBool>,
 }
 
 impl JobContext {
@@ -203,6 +207,37 @@ impl JobContext {
     /// The token itself, to hand to libraries that take one.
     pub fn cancellation_token(&self) -> CancellationToken {
         self.cancel.clone()
+    }
+
+    /// The database pool, for handlers that write in the jobs database
+    /// (effects, business rows).
+    pub fn pool(&self) -> &sqlx::PgPool {
+        &self.pool
+    }
+
+    /// Mark the job SUCCEEDED inside `tx` (fenced by this attempt's lease)
+    /// and commit: the handler's own writes, its effect records and the
+    /// completion become durable together, or not at all. A lost lease rolls
+    /// everything back and is reported as a fatal `FENCED` error (the worker
+    /// then reports nothing for this attempt). Return `Ok(())` afterwards;
+    /// the worker does not complete the job a second time.
+    pub async fn commit_with_completion(
+        &self,
+        mut tx: sqlx::Transaction<'_, sqlx::Postgres>,
+    ) -> Result<(), JobError> {
+        match jobwire_core::complete(&mut *tx, &self.worker_id, self.job.lease).await {
+            Ok(_) => {}
+            Err(err @ jobwire_core::Error::Fenced { .. }) => {
+                let _ = tx.rollback().await;
+                return Err(JobError::fatal("FENCED", err));
+            }
+            Err(err) => return Err(JobError::retryable("DATABASE", err)),
+        }
+        tx.commit()
+            .await
+            .map_err(|err| JobError::retryable("DATABASE", err))?;
+        self.completed.store(true, Ordering::SeqCst);
+        Ok(())
     }
 }
 

@@ -3,11 +3,13 @@
 //! - [`HandlerRegistry`]: job type -> async handler, with its backoff and timeout.
 //! - [`JobRuntime`]: runs claimed jobs (handler task, heartbeats, cancellation,
 //!   deadline, panic capture) and reports outcomes through the batched,
-//!   fenced [`completer`](JobRuntime). One implementation serves every wake-up
-//!   source: the PostgreSQL-path [`PgWorker`] today, broker consumers next.
-//! - [`PgWorker`]: claims with SKIP LOCKED batches, woken by LISTEN/NOTIFY with a
-//!   jittered poll fallback, per-queue concurrency, staged shutdown.
-//! - [`maintenance`]: the lease sweeper and the retention loop.
+//!   fenced completer. One implementation serves every wake-up source.
+//! - [`Worker`]: per queue, either the PostgreSQL path (SKIP LOCKED batches
+//!   woken by LISTEN/NOTIFY with a jittered poll fallback) or the broker path
+//!   (deliveries as wake-ups for one fenced claim per batch), as the database
+//!   dispatches the queue; per-queue concurrency, staged shutdown.
+//! - [`maintenance`]: the lease sweeper, the retention loop and the wake-up
+//!   reconciler.
 #![warn(missing_docs)]
 
 pub mod builtin;
@@ -24,7 +26,7 @@ pub use handler::{
 };
 pub use runtime::{JobRuntime, RuntimeConfig};
 pub use stats::{WorkerReport, WorkerStats};
-pub use worker::{PgWorker, PgWorkerConfig, QueueConfig, WorkerError};
+pub use worker::{QueueConfig, Worker, WorkerConfig, WorkerError};
 
 /// A lease owner id unique to this process and call: `jobwire-<pid>-<random>`.
 pub fn default_worker_id() -> String {

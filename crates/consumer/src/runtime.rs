@@ -1,6 +1,7 @@
 //! The job runtime: runs claimed jobs, whatever woke them up.
 
 use std::any::Any;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -104,7 +105,17 @@ pub struct JobRuntime {
 impl JobRuntime {
     /// Start the runtime's background loops. Call from within a Tokio runtime.
     pub fn start(pool: PgPool, registry: HandlerRegistry, config: RuntimeConfig) -> Self {
-        let stats = Arc::new(WorkerStats::default());
+        Self::start_with_stats(pool, registry, config, Arc::default())
+    }
+
+    /// [`JobRuntime::start`], counting into `stats` (so a caller can watch
+    /// them while the runtime works).
+    pub fn start_with_stats(
+        pool: PgPool,
+        registry: HandlerRegistry,
+        config: RuntimeConfig,
+        stats: Arc<WorkerStats>,
+    ) -> Self {
         let worker_id: Arc<str> = Arc::from(config.worker_id.as_str());
         let leases = Arc::new(LeaseTable::default());
         let stop_all = CancellationToken::new();
@@ -255,15 +266,24 @@ impl Inner {
             started + self.config.lease,
         );
         let attempt = job.attempt;
+        let completed = Arc::new(AtomicBool::new(false));
         let ctx = JobContext {
             job: Arc::new(job),
             cancel: cancel.clone(),
             reason: reason.clone(),
             deadline: started + registered.options.timeout,
             worker_id: self.worker_id.clone(),
+            pool: self.pool.clone(),
+            completed: completed.clone(),
         };
         let end = self.run_handler(&registered, ctx, &cancel, &reason).await;
         self.leases.remove(lease.job_id);
+        if completed.load(Ordering::SeqCst) {
+            // The handler committed the completion with its own writes.
+            bump(&self.stats.completed_by_handler);
+            bump(&self.stats.succeeded);
+            return;
+        }
         if let Some(outcome) = self.outcome(&registered, attempt, end, reason.get().copied()) {
             self.report(lease, outcome).await;
         }

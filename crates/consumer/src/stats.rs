@@ -20,6 +20,15 @@ pub struct WorkerStats {
     pub(crate) database_errors: AtomicU64,
     pub(crate) completion_batches: AtomicU64,
     pub(crate) heartbeat_batches: AtomicU64,
+    pub(crate) wake_ups: AtomicU64,
+    pub(crate) wake_ups_garbage: AtomicU64,
+    pub(crate) wake_ups_duplicate: AtomicU64,
+    pub(crate) wake_ups_held: AtomicU64,
+    pub(crate) wake_ups_finished: AtomicU64,
+    pub(crate) wake_ups_not_due: AtomicU64,
+    pub(crate) wake_ups_unknown: AtomicU64,
+    pub(crate) wake_ups_contended: AtomicU64,
+    pub(crate) completed_by_handler: AtomicU64,
 }
 
 pub(crate) fn bump(counter: &AtomicU64) {
@@ -44,6 +53,15 @@ impl WorkerStats {
             database_errors: get(&self.database_errors),
             completion_batches: get(&self.completion_batches),
             heartbeat_batches: get(&self.heartbeat_batches),
+            wake_ups: get(&self.wake_ups),
+            wake_ups_garbage: get(&self.wake_ups_garbage),
+            wake_ups_duplicate: get(&self.wake_ups_duplicate),
+            wake_ups_held: get(&self.wake_ups_held),
+            wake_ups_finished: get(&self.wake_ups_finished),
+            wake_ups_not_due: get(&self.wake_ups_not_due),
+            wake_ups_unknown: get(&self.wake_ups_unknown),
+            wake_ups_contended: get(&self.wake_ups_contended),
+            completed_by_handler: get(&self.completed_by_handler),
         }
     }
 }
@@ -77,4 +95,23 @@ pub struct WorkerReport {
     pub completion_batches: u64,
     /// Heartbeat statements written.
     pub heartbeat_batches: u64,
+    /// Broker deliveries received (each a wake-up).
+    pub wake_ups: u64,
+    /// Deliveries that named no job (garbage bytes, no job id): acked, never run.
+    pub wake_ups_garbage: u64,
+    /// Deliveries for a job already named earlier in the same batch.
+    pub wake_ups_duplicate: u64,
+    /// Wake-ups for a job another attempt holds (a duplicate while it runs).
+    pub wake_ups_held: u64,
+    /// Wake-ups for a finished job (stale).
+    pub wake_ups_finished: u64,
+    /// Wake-ups that arrived before the job was due (early).
+    pub wake_ups_not_due: u64,
+    /// Wake-ups for a job the table does not have (unknown or archived).
+    pub wake_ups_unknown: u64,
+    /// Wake-ups for a job another claimer took at that very moment.
+    pub wake_ups_contended: u64,
+    /// Jobs whose handler completed them in its own transaction
+    /// ([`crate::JobContext::commit_with_completion`]).
+    pub completed_by_handler: u64,
 }

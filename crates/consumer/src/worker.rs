@@ -1,19 +1,28 @@
-//! The PostgreSQL-path worker: SKIP LOCKED claims, woken by LISTEN/NOTIFY,
-//! with a jittered poll fallback.
+//! The worker: one job runtime fed by two kinds of wake-up source, chosen
+//! per queue by the dispatch the database records for it (`job_queues`):
+//!
+//! - PostgreSQL path: SKIP LOCKED claims, woken by LISTEN/NOTIFY with a
+//!   jittered poll fallback;
+//! - broker path: deliveries from a [`Transport`] subscriber, each only a
+//!   wake-up: one fenced `claim_by_ids` per received batch, then the batch is
+//!   acknowledged (claimed or not), and only claimed jobs run.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jobwire_core::WAKE_CHANNEL;
+use jobwire_core::{ClaimMiss, Dispatch, WAKE_CHANNEL};
+use jobwire_transport::{Delivery, SubscribeOptions, Subscriber, Transport, header};
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::maintenance::{Retention, RetentionConfig, Sweeper, SweeperConfig};
-use crate::stats::bump;
+use crate::maintenance::{
+    Reconciler, ReconcilerConfig, Retention, RetentionConfig, Sweeper, SweeperConfig,
+};
+use crate::stats::{WorkerStats, bump};
 use crate::{HandlerRegistry, JobRuntime, RuntimeConfig, WorkerReport, jittered};
 
 /// One queue a worker serves and how many of its jobs may run at once.
@@ -36,9 +45,9 @@ impl QueueConfig {
     }
 }
 
-/// Settings for [`PgWorker`]; `Default` gives a worker for queue `default`.
+/// Settings for [`Worker`]; `Default` gives a worker for queue `default`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PgWorkerConfig {
+pub struct WorkerConfig {
     /// Lease, worker id, completion batching.
     pub runtime: RuntimeConfig,
     /// Queues served.
@@ -48,24 +57,34 @@ pub struct PgWorkerConfig {
     /// Poll fallback when no NOTIFY arrives (jittered by ±20 %). Delayed jobs
     /// and retries become due silently, so this bounds how late they start.
     pub poll_interval: Duration,
+    /// Broker path: longest wait of one receive call.
+    pub receive_wait: Duration,
+    /// Broker path: consumer group and visibility timeout (the prefetch is
+    /// each queue's concurrency).
+    pub subscribe: SubscribeOptions,
     /// How long shutdown waits for running jobs before cancelling them.
     pub shutdown_timeout: Duration,
     /// Run a lease sweeper in this process (several sweepers are safe).
     pub sweeper: Option<SweeperConfig>,
     /// Run the retention loop in this process.
     pub retention: Option<RetentionConfig>,
+    /// Run the wake-up reconciler in this process (broker-dispatched queues).
+    pub reconciler: Option<ReconcilerConfig>,
 }
 
-impl Default for PgWorkerConfig {
+impl Default for WorkerConfig {
     fn default() -> Self {
-        PgWorkerConfig {
+        WorkerConfig {
             runtime: RuntimeConfig::default(),
             queues: vec![QueueConfig::new(jobwire_core::NewJob::DEFAULT_QUEUE, 16)],
             claim_batch_size: 100,
             poll_interval: Duration::from_secs(1),
+            receive_wait: Duration::from_secs(1),
+            subscribe: SubscribeOptions::default(),
             shutdown_timeout: Duration::from_secs(30),
             sweeper: Some(SweeperConfig::default()),
             retention: Some(RetentionConfig::default()),
+            reconciler: Some(ReconcilerConfig::default()),
         }
     }
 }
@@ -77,9 +96,12 @@ pub enum WorkerError {
     /// The configuration cannot work.
     #[error("invalid worker configuration: {0}")]
     Config(String),
+    /// The database could not be read at start.
+    #[error("cannot start the worker: {0}")]
+    Database(#[from] jobwire_core::Error),
 }
 
-impl PgWorkerConfig {
+impl WorkerConfig {
     /// Reject settings that cannot work.
     pub fn validate(&self) -> Result<(), WorkerError> {
         self.runtime.validate().map_err(WorkerError::Config)?;
@@ -99,31 +121,50 @@ impl PgWorkerConfig {
                 "claim_batch_size must be at least 1".into(),
             ));
         }
-        if self.poll_interval.is_zero() {
-            return Err(WorkerError::Config("poll_interval must be positive".into()));
+        if self.poll_interval.is_zero() || self.receive_wait.is_zero() {
+            return Err(WorkerError::Config(
+                "poll_interval and receive_wait must be positive".into(),
+            ));
         }
         Ok(())
     }
 }
 
-/// Works the jobs table directly: per queue, claims as many due jobs as it
-/// has free slots in one SKIP LOCKED statement, runs them on a
-/// [`JobRuntime`], and sleeps on NOTIFY (channel [`WAKE_CHANNEL`]) with a
-/// jittered poll fallback when the queue is empty.
-pub struct PgWorker {
+/// Runs the jobs of its queues on one [`JobRuntime`]. Per queue, as the
+/// database dispatches it: PostgreSQL path — claims as many due jobs as it
+/// has free slots in one SKIP LOCKED statement and sleeps on NOTIFY (channel
+/// [`WAKE_CHANNEL`]) with a jittered poll fallback; broker path — receives
+/// up to its free slots of deliveries, claims the jobs they name with one
+/// fenced statement, acknowledges them, runs what it claimed.
+pub struct Worker {
     pool: PgPool,
     registry: HandlerRegistry,
-    config: PgWorkerConfig,
+    config: WorkerConfig,
+    transport: Option<Arc<dyn Transport>>,
+    stats: Arc<WorkerStats>,
 }
 
-impl PgWorker {
-    /// A worker; nothing runs until [`PgWorker::run`].
-    pub fn new(pool: PgPool, registry: HandlerRegistry, config: PgWorkerConfig) -> Self {
-        PgWorker {
+impl Worker {
+    /// A worker; nothing runs until [`Worker::run`].
+    pub fn new(pool: PgPool, registry: HandlerRegistry, config: WorkerConfig) -> Self {
+        Worker {
             pool,
             registry,
             config,
+            transport: None,
+            stats: Arc::default(),
         }
+    }
+
+    /// Live counters of this worker (the same numbers `run` returns at the end).
+    pub fn stats(&self) -> Arc<WorkerStats> {
+        self.stats.clone()
+    }
+
+    /// The broker that carries wake-ups for broker-dispatched queues.
+    pub fn with_transport(mut self, transport: Arc<dyn Transport>) -> Self {
+        self.transport = Some(transport);
+        self
     }
 
     /// Run until `shutdown` is cancelled, then shut down in stages: stop
@@ -132,31 +173,66 @@ impl PgWorker {
     pub async fn run(self, shutdown: CancellationToken) -> Result<WorkerReport, WorkerError> {
         self.config.validate()?;
         let config = self.config;
-        let runtime = JobRuntime::start(self.pool.clone(), self.registry, config.runtime.clone());
-        tracing::info!(worker_id = runtime.worker_id(), queues = ?config.queues, "worker started");
+        let mut dispatches = Vec::new();
+        for queue in &config.queues {
+            let dispatch = jobwire_core::queue_dispatch(&self.pool, &queue.name).await?;
+            if let (Dispatch::Broker { topic }, None) = (&dispatch, &self.transport) {
+                return Err(WorkerError::Config(format!(
+                    "queue {} is dispatched through the broker (topic {topic}); give the worker a transport",
+                    queue.name
+                )));
+            }
+            dispatches.push((queue.clone(), dispatch));
+        }
+        let runtime = JobRuntime::start_with_stats(
+            self.pool.clone(),
+            self.registry,
+            config.runtime.clone(),
+            self.stats.clone(),
+        );
+        tracing::info!(worker_id = runtime.worker_id(), queues = ?dispatches, "worker started");
 
         let stop_fetching = shutdown.child_token();
-        let wake_ups: HashMap<String, Arc<Notify>> = config
-            .queues
+        let wake_ups: HashMap<String, Arc<Notify>> = dispatches
             .iter()
-            .map(|queue| (queue.name.clone(), Arc::new(Notify::new())))
+            .filter(|(_, dispatch)| *dispatch == Dispatch::Postgres)
+            .map(|(queue, _)| (queue.name.clone(), Arc::new(Notify::new())))
             .collect();
 
         let mut fetchers = JoinSet::new();
-        fetchers.spawn(listen_for_wake_ups(
-            self.pool.clone(),
-            wake_ups.clone(),
-            stop_fetching.clone(),
-        ));
-        for queue in &config.queues {
-            fetchers.spawn(fetch_queue(
-                runtime.clone(),
-                queue.clone(),
-                config.claim_batch_size,
-                config.poll_interval,
-                wake_ups[&queue.name].clone(),
+        if !wake_ups.is_empty() {
+            fetchers.spawn(listen_for_wake_ups(
+                self.pool.clone(),
+                wake_ups.clone(),
                 stop_fetching.clone(),
             ));
+        }
+        for (queue, dispatch) in dispatches {
+            match (dispatch, &self.transport) {
+                (Dispatch::Broker { topic }, Some(transport)) => {
+                    let mut options = config.subscribe.clone();
+                    options.prefetch = u16::try_from(queue.concurrency).unwrap_or(u16::MAX);
+                    fetchers.spawn(consume_queue(
+                        runtime.clone(),
+                        transport.clone(),
+                        topic,
+                        options,
+                        queue.concurrency,
+                        config.receive_wait,
+                        stop_fetching.clone(),
+                    ));
+                }
+                _ => {
+                    fetchers.spawn(fetch_queue(
+                        runtime.clone(),
+                        wake_ups[&queue.name].clone(),
+                        queue,
+                        config.claim_batch_size,
+                        config.poll_interval,
+                        stop_fetching.clone(),
+                    ));
+                }
+            }
         }
 
         let stop_maintenance = CancellationToken::new();
@@ -168,6 +244,11 @@ impl PgWorker {
         if let Some(retention) = config.retention.clone() {
             maintenance
                 .spawn(Retention::new(self.pool.clone(), retention).run(stop_maintenance.clone()));
+        }
+        if let Some(reconciler) = config.reconciler.clone() {
+            maintenance.spawn(
+                Reconciler::new(self.pool.clone(), reconciler).run(stop_maintenance.clone()),
+            );
         }
 
         shutdown.cancelled().await;
@@ -183,13 +264,13 @@ impl PgWorker {
     }
 }
 
-/// Claim and run jobs of one queue until `stop`.
+/// Claim and run jobs of one PostgreSQL-path queue until `stop`.
 async fn fetch_queue(
     runtime: JobRuntime,
+    wake_up: Arc<Notify>,
     queue: QueueConfig,
     batch_size: usize,
     poll_interval: Duration,
-    wake_up: Arc<Notify>,
     stop: CancellationToken,
 ) {
     let slots = Arc::new(Semaphore::new(queue.concurrency));
@@ -307,5 +388,160 @@ async fn listen_for_wake_ups(
                 }
             }
         }
+    }
+}
+
+/// The job a wake-up names: the `jobwire-job-id` header, or `job_id` in a
+/// JSON body. `None` for anything else (garbage is acked, never run).
+fn woken_job(delivery: &Delivery) -> Option<uuid::Uuid> {
+    if let Some(id) = delivery.headers.get(header::JOB_ID)
+        && let Ok(id) = id.parse()
+    {
+        return Some(id);
+    }
+    let body: serde_json::Value = serde_json::from_slice(&delivery.payload).ok()?;
+    body.get("job_id")?.as_str()?.parse().ok()
+}
+
+fn count_miss(stats: &WorkerStats, miss: &ClaimMiss) {
+    bump(match miss {
+        ClaimMiss::Unknown => &stats.wake_ups_unknown,
+        ClaimMiss::Held => &stats.wake_ups_held,
+        ClaimMiss::Finished { .. } => &stats.wake_ups_finished,
+        ClaimMiss::NotDue { .. } => &stats.wake_ups_not_due,
+        ClaimMiss::Contended => &stats.wake_ups_contended,
+        #[allow(unreachable_patterns)]
+        _ => &stats.wake_ups_unknown,
+    });
+}
+
+/// Subscribe to `topic`, retrying until it works or `stop`.
+async fn subscribe(
+    transport: &dyn Transport,
+    topic: &str,
+    options: &SubscribeOptions,
+    stop: &CancellationToken,
+) -> Option<Box<dyn Subscriber>> {
+    let mut pause = Duration::from_millis(100);
+    loop {
+        match transport.subscribe(topic, options).await {
+            Ok(subscriber) => return Some(subscriber),
+            Err(err) => {
+                tracing::warn!(%topic, error = %err, "cannot subscribe; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(jittered(pause, 0.2)) => {}
+                    _ = stop.cancelled() => return None,
+                }
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+/// Receive wake-ups for one broker-dispatched queue and run the jobs they
+/// let this worker claim, until `stop`.
+async fn consume_queue(
+    runtime: JobRuntime,
+    transport: Arc<dyn Transport>,
+    topic: String,
+    options: SubscribeOptions,
+    concurrency: usize,
+    receive_wait: Duration,
+    stop: CancellationToken,
+) {
+    let Some(mut subscriber) = subscribe(transport.as_ref(), &topic, &options, &stop).await else {
+        return;
+    };
+    let stats = runtime.stats();
+    let slots = Arc::new(Semaphore::new(concurrency));
+    let mut pause = Duration::from_millis(100);
+    loop {
+        // Receive only as many wake-ups as there are free slots: the broker
+        // keeps the rest (and other workers can take them).
+        let first = tokio::select! {
+            slot = slots.clone().acquire_owned() => slot.expect("semaphore is never closed"),
+            _ = stop.cancelled() => break,
+        };
+        let mut free = vec![first];
+        while let Ok(slot) = slots.clone().try_acquire_owned() {
+            free.push(slot);
+        }
+        let received = tokio::select! {
+            received = subscriber.receive(free.len(), receive_wait) => received,
+            _ = stop.cancelled() => break,
+        };
+        let deliveries = match received {
+            Ok(deliveries) => deliveries,
+            Err(err) => {
+                tracing::warn!(%topic, error = %err, "receive failed; retrying");
+                drop(free);
+                tokio::select! {
+                    _ = tokio::time::sleep(jittered(pause, 0.2)) => {}
+                    _ = stop.cancelled() => break,
+                }
+                pause = (pause * 2).min(Duration::from_secs(5));
+                continue;
+            }
+        };
+        pause = Duration::from_millis(100);
+        if deliveries.is_empty() {
+            continue;
+        }
+        stats.wake_ups.fetch_add(
+            deliveries.len() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        let mut job_ids = Vec::with_capacity(deliveries.len());
+        for delivery in &deliveries {
+            match woken_job(delivery) {
+                None => {
+                    bump(&stats.wake_ups_garbage);
+                    tracing::warn!(%topic, message = %delivery.broker_message_id,
+                        "delivery names no job; acknowledged and dropped");
+                }
+                Some(job_id) if job_ids.contains(&job_id) => bump(&stats.wake_ups_duplicate),
+                Some(job_id) => job_ids.push(job_id),
+            }
+        }
+        let receipts: Vec<_> = deliveries.iter().map(|d| d.receipt.clone()).collect();
+        let claimed = match jobwire_core::claim_by_ids(
+            runtime.pool(),
+            &job_ids,
+            runtime.worker_id(),
+            runtime.lease(),
+        )
+        .await
+        {
+            Ok(claimed) => claimed,
+            Err(err) => {
+                // Nothing was claimed: give the wake-ups back so they come
+                // again (or, where the broker cannot, the reconciler).
+                bump(&stats.database_errors);
+                tracing::warn!(%topic, error = %err, "claim failed; returning the wake-ups");
+                if let Err(err) = subscriber.nack(&receipts, true).await {
+                    tracing::warn!(%topic, error = %err, "nack failed");
+                }
+                drop(free);
+                tokio::select! {
+                    _ = tokio::time::sleep(jittered(pause, 0.2)) => {}
+                    _ = stop.cancelled() => break,
+                }
+                continue;
+            }
+        };
+        for (_, miss) in &claimed.missed {
+            count_miss(&stats, miss);
+        }
+        for (job, slot) in claimed.claimed.into_iter().zip(free.drain(..)) {
+            runtime.spawn(job, Some(slot));
+        }
+        drop(free);
+        // The claim has committed: the wake-ups have done their work.
+        if let Err(err) = subscriber.ack(&receipts).await {
+            tracing::warn!(%topic, error = %err, "ack failed; the wake-ups will come again and find their jobs held");
+        }
+    }
+    if let Err(err) = subscriber.close().await {
+        tracing::warn!(%topic, error = %err, "closing the subscriber failed");
     }
 }
