@@ -552,14 +552,6 @@ impl Relay {
     }
 }
 
-/// Age in seconds of the oldest due, unpublished outbox row (0 when none):
-/// the outbox lag.
-pub async fn outbox_lag(pool: &PgPool) -> Result<f64, sqlx::Error> {
-    sqlx::query_scalar(include_str!("../sql/outbox_lag.sql"))
-        .fetch_one(pool)
-        .await
-}
-
 fn jittered(base: Duration) -> Duration {
     base.mul_f64(rand::rng().random_range(0.8..=1.2))
 }
