@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 use jobwire_consumer::maintenance::SweeperConfig;
-use jobwire_consumer::{PgWorkerConfig, QueueConfig, RuntimeConfig};
+use jobwire_consumer::{QueueConfig, RuntimeConfig, WorkerConfig};
 use jobwire_core::{JobState, JobStatus};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -91,8 +91,8 @@ pub async fn wake_ups_for(pool: &PgPool, job_id: Uuid) -> Result<i64> {
 }
 
 /// A worker config for tests: one queue, short lease and poll, a sweeper.
-pub fn test_worker_config(queue: &str, concurrency: usize) -> PgWorkerConfig {
-    PgWorkerConfig {
+pub fn test_worker_config(queue: &str, concurrency: usize) -> WorkerConfig {
+    WorkerConfig {
         runtime: RuntimeConfig {
             lease: Duration::from_millis(1500),
             cancel_grace: Duration::from_millis(500),
@@ -106,7 +106,7 @@ pub fn test_worker_config(queue: &str, concurrency: usize) -> PgWorkerConfig {
             ..SweeperConfig::default()
         }),
         retention: None,
-        ..PgWorkerConfig::default()
+        ..WorkerConfig::default()
     }
 }
 

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use jobwire_consumer::{
-    CancelReason, HandlerOptions, HandlerRegistry, JobContext, JobError, PgWorker, PgWorkerConfig,
-    QueueConfig, WorkerReport,
+    CancelReason, HandlerOptions, HandlerRegistry, JobContext, JobError, QueueConfig, Worker,
+    WorkerConfig, WorkerReport,
 };
 use jobwire_core::{Backoff, JobState, NewJob};
 use jobwire_tests::{expire_lease, test_worker_config, wait_for_all_finished, wait_for_state};
@@ -43,10 +43,10 @@ struct RunningWorker {
 }
 
 impl RunningWorker {
-    fn start(pool: &PgPool, registry: HandlerRegistry, config: PgWorkerConfig) -> Self {
+    fn start(pool: &PgPool, registry: HandlerRegistry, config: WorkerConfig) -> Self {
         let shutdown = CancellationToken::new();
         let handle =
-            tokio::spawn(PgWorker::new(pool.clone(), registry, config).run(shutdown.clone()));
+            tokio::spawn(Worker::new(pool.clone(), registry, config).run(shutdown.clone()));
         RunningWorker { shutdown, handle }
     }
 
@@ -406,14 +406,14 @@ async fn a_bulk_backlog_does_not_take_the_urgent_queues_slots(pool: PgPool) {
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn invalid_worker_settings_are_refused(pool: PgPool) {
     let mut config = test_worker_config("work", 0);
-    let err = PgWorker::new(pool.clone(), builtin_registry(), config.clone())
+    let err = Worker::new(pool.clone(), builtin_registry(), config.clone())
         .run(CancellationToken::new())
         .await
         .unwrap_err();
     assert!(err.to_string().contains("concurrency"), "{err}");
     config.queues = vec![QueueConfig::new("work", 1)];
     config.runtime.lease = Duration::from_millis(10);
-    let err = PgWorker::new(pool, builtin_registry(), config)
+    let err = Worker::new(pool, builtin_registry(), config)
         .run(CancellationToken::new())
         .await
         .unwrap_err();

@@ -2,15 +2,22 @@
 
 use std::sync::Arc;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
+use jobwire_core::Dispatch;
 use jobwire_transport::Transport;
 use jobwire_transport::kafka::{KafkaConfig, KafkaTransport};
+use jobwire_transport::memory::MemoryTransport;
 use jobwire_transport::rabbitmq::{RabbitConfig, RabbitTransport};
 use jobwire_transport::sqs::{SqsConfig, SqsTransport};
 
-/// Which broker.
+/// How wake-ups travel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum BrokerKind {
+    /// No broker: workers claim straight from the table (SKIP LOCKED + NOTIFY).
+    Postgres,
+    /// The in-process transport: relay and consumer in one process, nothing
+    /// to install (the embedded default of `jobwire run` and `jobwire demo`).
+    Memory,
     /// RabbitMQ (AMQP 0.9.1).
     Rabbitmq,
     /// Amazon SQS (or an emulator).
@@ -21,9 +28,10 @@ pub(crate) enum BrokerKind {
 
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct BrokerArgs {
-    /// The broker to use.
+    /// How wake-ups travel (default: `postgres` for `worker`, `memory` for
+    /// `run` and `demo`; `relay` needs a broker).
     #[arg(long = "transport", value_enum)]
-    pub(crate) kind: BrokerKind,
+    pub(crate) kind: Option<BrokerKind>,
     /// RabbitMQ URL.
     #[arg(
         long,
@@ -50,8 +58,16 @@ pub(crate) struct BrokerArgs {
 }
 
 impl BrokerArgs {
-    pub(crate) async fn transport(&self) -> Result<Arc<dyn Transport>> {
-        Ok(match self.kind {
+    /// The chosen kind, or `default` when none was given.
+    pub(crate) fn kind_or(&self, default: BrokerKind) -> BrokerKind {
+        self.kind.unwrap_or(default)
+    }
+
+    /// The transport for `kind`; `None` for the PostgreSQL path.
+    pub(crate) async fn transport(&self, kind: BrokerKind) -> Result<Option<Arc<dyn Transport>>> {
+        Ok(Some(match kind {
+            BrokerKind::Postgres => return Ok(None),
+            BrokerKind::Memory => Arc::new(MemoryTransport::default()),
             BrokerKind::Rabbitmq => {
                 let mut config = RabbitConfig::new(&self.amqp_url);
                 config.persistent = !self.transient;
@@ -70,6 +86,59 @@ impl BrokerArgs {
             BrokerKind::Kafka => Arc::new(KafkaTransport::new(KafkaConfig::new(
                 &self.kafka_bootstrap,
             ))?),
-        })
+        }))
     }
+
+    /// A transport to a broker another process can reach (not the
+    /// in-process one, not the PostgreSQL path).
+    pub(crate) async fn shared_transport(&self) -> Result<Arc<dyn Transport>> {
+        match self.kind {
+            None | Some(BrokerKind::Postgres | BrokerKind::Memory) => bail!(
+                "this command needs --transport rabbitmq, sqs or kafka: a broker another process can reach (`jobwire run --transport memory` runs everything in one process)"
+            ),
+            Some(kind) => Ok(self.transport(kind).await?.expect("a broker")),
+        }
+    }
+}
+
+/// The topic a queue's wake-ups travel on, when the command line makes it
+/// broker-dispatched: `jobwire-<queue>`, with any character that some broker
+/// refuses in a name (SQS takes only letters, digits, `-` and `_`) as `-`.
+pub(crate) fn topic_for(queue: &str) -> String {
+    let safe: String = queue
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!("jobwire-{safe}")
+}
+
+/// Make every queue in `queues` dispatched as `kind` says: through the broker
+/// on [`topic_for`] (unless it already has a broker topic), or the
+/// PostgreSQL path. Logged, because it changes where new wake-ups go.
+pub(crate) async fn declare_dispatch(
+    pool: &sqlx::PgPool,
+    kind: BrokerKind,
+    queues: &[String],
+) -> Result<()> {
+    for queue in queues {
+        let current = jobwire_core::queue_dispatch(pool, queue).await?;
+        let wanted = match (kind, &current) {
+            (BrokerKind::Postgres, _) => Dispatch::Postgres,
+            (_, Dispatch::Broker { .. }) => current.clone(),
+            _ => Dispatch::Broker {
+                topic: topic_for(queue),
+            },
+        };
+        if wanted != current {
+            tracing::info!(%queue, ?wanted, "queue dispatch changed");
+            jobwire_core::set_queue_dispatch(pool, queue, &wanted).await?;
+        }
+    }
+    Ok(())
 }

@@ -7,9 +7,12 @@ use anyhow::{Context, Result, bail};
 use chrono::TimeDelta;
 use jobwire_consumer::maintenance::SweeperConfig;
 use jobwire_consumer::{
-    HandlerOptions, HandlerRegistry, PgWorker, PgWorkerConfig, QueueConfig, RuntimeConfig,
+    HandlerOptions, HandlerRegistry, QueueConfig, RuntimeConfig, Worker, WorkerConfig,
 };
 use jobwire_core::{Backoff, JobState, NewJob};
+use jobwire_relay::{Relay, RelayConfig};
+
+use crate::brokers::BrokerKind;
 use serde_json::json;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgPool};
@@ -21,6 +24,10 @@ pub(crate) struct DemoArgs {
     /// Give up waiting for the jobs after this many seconds.
     #[arg(long, default_value_t = 60)]
     timeout_s: u64,
+    /// How wake-ups travel; default `memory`: outbox, relay and wake-up
+    /// consumer in this process, nothing to install.
+    #[command(flatten)]
+    broker: crate::brokers::BrokerArgs,
 }
 
 /// One demo job and the state it should end in.
@@ -122,7 +129,25 @@ pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
         .await
         .with_context(|| format!("cannot connect to {}", crate::redact(database_url)))?;
     jobwire_core::migrate(&pool).await?;
-    println!("jobwire demo: schema migrated; PostgreSQL path, queue {QUEUE:?}\n");
+    let kind = args.broker.kind_or(BrokerKind::Memory);
+    // The demo owns its queue: point it at this run's path every time.
+    let dispatch = match kind {
+        BrokerKind::Postgres => jobwire_core::Dispatch::Postgres,
+        _ => jobwire_core::Dispatch::Broker {
+            topic: crate::brokers::topic_for(QUEUE),
+        },
+    };
+    jobwire_core::set_queue_dispatch(&pool, QUEUE, &dispatch).await?;
+    let transport = args.broker.transport(kind).await?;
+    let path = match kind {
+        BrokerKind::Postgres => "PostgreSQL path (SKIP LOCKED + NOTIFY)".to_owned(),
+        other => format!(
+            "broker path over {other:?}: outbox -> relay -> topic {} -> wake-up -> fenced claim",
+            crate::brokers::topic_for(QUEUE)
+        )
+        .to_lowercase(),
+    };
+    println!("jobwire demo: schema migrated; {path}; queue {QUEUE:?}\n");
 
     let run = Uuid::now_v7().simple().to_string();
     let mut tracked: Vec<(String, Uuid, JobState)> = Vec::new();
@@ -209,7 +234,7 @@ pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
             ..HandlerOptions::default()
         },
     );
-    let config = PgWorkerConfig {
+    let config = WorkerConfig {
         runtime: RuntimeConfig {
             lease: Duration::from_secs(3),
             ..RuntimeConfig::default()
@@ -222,11 +247,24 @@ pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
             ..SweeperConfig::default()
         }),
         retention: None,
-        ..PgWorkerConfig::default()
+        reconciler: None,
+        ..WorkerConfig::default()
     };
     let shutdown = CancellationToken::new();
     tokio::spawn(crate::cancel_on_signal(shutdown.clone()));
-    let worker = tokio::spawn(PgWorker::new(pool.clone(), registry, config).run(shutdown.clone()));
+    let mut worker = Worker::new(pool.clone(), registry, config);
+    let mut relay = None;
+    if let Some(transport) = &transport {
+        worker = worker.with_transport(transport.clone());
+        let relay_config = RelayConfig {
+            poll_interval: Duration::from_millis(250),
+            ..RelayConfig::default()
+        };
+        relay = Some(tokio::spawn(
+            Relay::new(pool.clone(), transport.clone(), relay_config).run(shutdown.clone()),
+        ));
+    }
+    let worker = tokio::spawn(worker.run(shutdown.clone()));
 
     // 4. Cancel the long export once it is running.
     let export = tracked
@@ -257,6 +295,10 @@ pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
     };
     shutdown.cancel();
     let report = worker.await??;
+    let relayed = match relay {
+        Some(relay) => Some(relay.await??),
+        None => None,
+    };
 
     println!(
         "\n{:<40} {:<12} {:<10} {:>8}  {:<18} ok",
@@ -292,6 +334,16 @@ pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
         report.fenced,
         report.completion_batches
     );
+    if let Some(relayed) = relayed {
+        println!(
+            "relay: {} wake-ups published in {} passes; worker: {} wake-ups received, {} stale or duplicate, {} garbage",
+            relayed.published,
+            relayed.passes,
+            report.wake_ups,
+            report.wake_ups_held + report.wake_ups_finished + report.wake_ups_duplicate,
+            report.wake_ups_garbage
+        );
+    }
     if unexpected > 0 {
         bail!("{unexpected} jobs did not end as expected");
     }

@@ -5,11 +5,12 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use chrono::{DateTime, TimeDelta, Utc};
 use clap::{Parser, Subcommand};
-use jobwire_consumer::maintenance::{RetentionConfig, SweeperConfig};
+use jobwire_consumer::maintenance::{ReconcilerConfig, RetentionConfig, SweeperConfig};
 use jobwire_consumer::{
-    HandlerOptions, HandlerRegistry, PgWorker, PgWorkerConfig, QueueConfig, RuntimeConfig,
+    HandlerOptions, HandlerRegistry, QueueConfig, RuntimeConfig, Worker, WorkerConfig,
 };
 use jobwire_core::{Backoff, JobStatus, NewJob, ReplayFilter};
+use jobwire_transport::SubscribeOptions;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 use tokio_util::sync::CancellationToken;
@@ -59,8 +60,13 @@ enum Command {
     DeadLetters,
     /// Replay dead-lettered jobs: one by id, or a group by type and error.
     Replay(ReplayArgs),
-    /// Run a PostgreSQL-path worker with the built-in handlers until Ctrl-C / SIGTERM.
+    /// Run a worker with the built-in handlers until Ctrl-C / SIGTERM: the
+    /// PostgreSQL path, or wake-ups from a broker with --transport.
     Worker(WorkerArgs),
+    /// Everything in one process until Ctrl-C / SIGTERM: migrate, relay (for
+    /// a broker transport), worker, sweeper, reconciler. Default transport:
+    /// memory (in-process).
+    Run(WorkerArgs),
     /// Migrate, enqueue a realistic mix of jobs, run them, report each one's fate.
     Demo(demo::DemoArgs),
     /// Drain the outbox (`job_outbox`) into a broker until Ctrl-C / SIGTERM.
@@ -173,13 +179,28 @@ struct WorkerArgs {
     /// Sweeper interval in milliseconds.
     #[arg(long, default_value_t = 5_000)]
     sweep_interval_ms: u64,
+    /// Do not run the wake-up reconciler in this process.
+    #[arg(long)]
+    no_reconciler: bool,
+    /// Seconds a due job of a broker queue may wait for its wake-up before
+    /// the reconciler re-wakes it.
+    #[arg(long, default_value_t = 60)]
+    reconcile_grace_s: u64,
+    /// Milliseconds between reconciler passes.
+    #[arg(long, default_value_t = 10_000)]
+    reconcile_interval_ms: u64,
+    /// Consumer group (Kafka) for broker-dispatched queues.
+    #[arg(long, default_value = "jobwire-workers")]
+    consumer_group: String,
+    #[command(flatten)]
+    broker: brokers::BrokerArgs,
 }
 
 #[tokio::main]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
     let default_filter = match cli.command {
-        Command::Worker(_) | Command::Relay(_) => "info",
+        Command::Worker(_) | Command::Relay(_) | Command::Run(_) => "info",
         _ => "warn",
     };
     tracing_subscriber::fmt()
@@ -260,7 +281,8 @@ async fn run(command: Command, pool: PgPool) -> Result<()> {
             }
         }
         Command::Replay(args) => replay(&pool, args).await?,
-        Command::Worker(args) => worker(pool, args).await?,
+        Command::Worker(args) => serve(pool, args, false).await?,
+        Command::Run(args) => serve(pool, args, true).await?,
         Command::Relay(args) => relay(pool, args).await?,
         Command::Demo(_) => unreachable!("handled before connecting"),
     }
@@ -340,7 +362,7 @@ async fn relay(pool: PgPool, args: RelayArgs) -> Result<()> {
         ..jobwire_relay::RelayConfig::default()
     };
     config.validate()?;
-    let transport = args.broker.transport().await?;
+    let transport = args.broker.shared_transport().await?;
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     let report = jobwire_relay::Relay::new(pool, transport.clone(), config)
@@ -363,8 +385,31 @@ fn parse_queue(spec: &str) -> Result<QueueConfig> {
     }
 }
 
-async fn worker(pool: PgPool, args: WorkerArgs) -> Result<()> {
+/// `jobwire worker` (`with_relay = false`) and `jobwire run` (`true`).
+async fn serve(pool: PgPool, args: WorkerArgs, with_relay: bool) -> Result<()> {
     jobwire_core::migrate(&pool).await?;
+    let default_kind = if with_relay {
+        brokers::BrokerKind::Memory
+    } else {
+        brokers::BrokerKind::Postgres
+    };
+    let kind = args.broker.kind_or(default_kind);
+    if kind == brokers::BrokerKind::Memory && !with_relay {
+        bail!(
+            "--transport memory only works with the relay in the same process: use `jobwire run`"
+        );
+    }
+    let queues: Vec<QueueConfig> = args
+        .queues
+        .iter()
+        .map(|spec| parse_queue(spec))
+        .collect::<Result<_>>()?;
+    let names: Vec<String> = queues.iter().map(|queue| queue.name.clone()).collect();
+    if kind != brokers::BrokerKind::Postgres {
+        brokers::declare_dispatch(&pool, kind, &names).await?;
+    }
+    let transport = args.broker.transport(kind).await?;
+
     let mut registry = HandlerRegistry::new();
     jobwire_consumer::builtin::register_builtin_handlers(
         &mut registry,
@@ -377,7 +422,7 @@ async fn worker(pool: PgPool, args: WorkerArgs) -> Result<()> {
             ..HandlerOptions::default()
         },
     );
-    let config = PgWorkerConfig {
+    let config = WorkerConfig {
         runtime: RuntimeConfig {
             worker_id: args
                 .worker_id
@@ -385,22 +430,49 @@ async fn worker(pool: PgPool, args: WorkerArgs) -> Result<()> {
             lease: Duration::from_millis(args.lease_ms),
             ..RuntimeConfig::default()
         },
-        queues: args
-            .queues
-            .iter()
-            .map(|spec| parse_queue(spec))
-            .collect::<Result<_>>()?,
+        queues,
         shutdown_timeout: Duration::from_secs(args.shutdown_timeout_s),
         sweeper: (!args.no_sweeper).then(|| SweeperConfig {
             interval: Duration::from_millis(args.sweep_interval_ms),
             ..SweeperConfig::default()
         }),
         retention: Some(RetentionConfig::default()),
-        ..PgWorkerConfig::default()
+        reconciler: (!args.no_reconciler).then(|| ReconcilerConfig {
+            grace: Duration::from_secs(args.reconcile_grace_s),
+            interval: Duration::from_millis(args.reconcile_interval_ms),
+            ..ReconcilerConfig::default()
+        }),
+        subscribe: SubscribeOptions {
+            group: args.consumer_group,
+            ..SubscribeOptions::default()
+        },
+        ..WorkerConfig::default()
     };
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
-    let report = PgWorker::new(pool, registry, config).run(shutdown).await?;
+    let mut worker = Worker::new(pool.clone(), registry, config);
+    let mut relay = None;
+    if let Some(transport) = &transport {
+        worker = worker.with_transport(transport.clone());
+        if with_relay {
+            relay = Some(tokio::spawn(
+                jobwire_relay::Relay::new(
+                    pool.clone(),
+                    transport.clone(),
+                    jobwire_relay::RelayConfig::default(),
+                )
+                .run(shutdown.clone()),
+            ));
+        }
+    }
+    let report = worker.run(shutdown).await?;
+    if let Some(relay) = relay {
+        let relayed = relay.await??;
+        println!("{}", serde_json::to_string(&relayed)?);
+    }
+    if let Some(transport) = transport {
+        transport.close().await?;
+    }
     println!("{}", serde_json::to_string(&report)?);
     Ok(())
 }

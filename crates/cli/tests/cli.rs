@@ -31,12 +31,33 @@ fn stderr(output: &Output) -> String {
 }
 
 #[tokio::test]
+async fn the_demo_runs_to_completion_on_every_path() {
+    for path in ["postgres", "rabbitmq", "sqs", "kafka"] {
+        let db = FreshDatabase::create().await;
+        let output = jobwire(&db.url, &["demo", "--transport", path]);
+        let out = stdout(&output);
+        assert!(
+            output.status.success(),
+            "{path}: {out}\n{}",
+            stderr(&output)
+        );
+        assert!(out.contains("every job ended as expected"), "{path}: {out}");
+        if path != "postgres" {
+            assert!(out.contains("wake-ups published"), "{path}: {out}");
+        }
+        db.drop_database().await;
+    }
+}
+
+#[tokio::test]
 async fn the_demo_runs_to_completion_on_a_fresh_database() {
     let db = FreshDatabase::create().await;
+    // No --transport: the embedded in-memory broker.
     let output = jobwire(&db.url, &["demo"]);
     let out = stdout(&output);
     assert!(output.status.success(), "{out}\n{}", stderr(&output));
     assert!(out.contains("every job ended as expected"), "{out}");
+    assert!(out.contains("broker path over memory"), "{out}");
     for line in [
         "flaky webhook (fails twice)",
         "poison job (always fails)",

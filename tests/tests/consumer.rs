@@ -1,0 +1,764 @@
+//! The broker path end to end, against a real PostgreSQL and each real
+//! broker: deliveries are only wake-ups, every job runs exactly once in the
+//! table, retries come back through the outbox, lost wake-ups are re-created
+//! by the reconciler, and effects recorded under an effect key happen once.
+//!
+//! SQS runs against the moto emulator, which slows down as a queue fills, so
+//! its volumes are scaled down (1,000 jobs instead of 10,000).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use jobwire_consumer::maintenance::{ReconcilerConfig, SweeperConfig};
+use jobwire_consumer::{
+    HandlerOptions, HandlerRegistry, JobContext, JobError, QueueConfig, RuntimeConfig, Worker,
+    WorkerConfig, WorkerReport, WorkerStats,
+};
+use jobwire_core::effects::{self, Effect};
+use jobwire_core::{Backoff, Dispatch, JobState, NewJob};
+use jobwire_relay::{Relay, RelayConfig, RelayReport};
+use jobwire_tests::{brokers, wait_for_all_finished, wait_for_state};
+use jobwire_transport::kafka::{KafkaConfig, KafkaTransport};
+use jobwire_transport::memory::MemoryTransport;
+use jobwire_transport::rabbitmq::{RabbitConfig, RabbitTransport};
+use jobwire_transport::sqs::{SqsConfig, SqsTransport};
+use jobwire_transport::{
+    Capabilities, Envelope, PublishError, SubscribeOptions, Subscriber, Transport, TransportError,
+    header,
+};
+use serde_json::json;
+use sqlx::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+const WAIT: Duration = Duration::from_secs(180);
+
+/// Which broker a scenario runs on.
+#[derive(Clone, Copy, Debug)]
+enum Broker {
+    Memory,
+    Rabbitmq,
+    Sqs,
+    Kafka,
+}
+
+impl Broker {
+    async fn transport(self, memory: &MemoryTransport) -> Arc<dyn Transport> {
+        match self {
+            Broker::Memory => Arc::new(memory.clone()),
+            Broker::Rabbitmq => {
+                Arc::new(RabbitTransport::new(RabbitConfig::new(brokers::amqp_url())))
+            }
+            Broker::Sqs => {
+                Arc::new(SqsTransport::new(SqsConfig::local(brokers::sqs_endpoint())).await)
+            }
+            Broker::Kafka => {
+                let mut config = KafkaConfig::new(brokers::kafka_bootstrap());
+                config.timeout = Duration::from_secs(15);
+                Arc::new(KafkaTransport::new(config).unwrap())
+            }
+        }
+    }
+
+    /// How many jobs the volume scenario runs.
+    fn volume(self) -> usize {
+        match self {
+            Broker::Sqs => 1_000,
+            _ => 10_000,
+        }
+    }
+}
+
+/// Everything a scenario needs: a queue of its own dispatched through the
+/// broker on a topic of its own, and the transport.
+struct Setup {
+    pool: PgPool,
+    queue: String,
+    topic: String,
+    broker: Broker,
+    memory: MemoryTransport,
+}
+
+impl Setup {
+    async fn new(connect: PgConnectOptions, broker: Broker) -> Self {
+        let pool = PgPoolOptions::new()
+            .max_connections(20)
+            .connect_with(connect)
+            .await
+            .unwrap();
+        let suffix = &Uuid::new_v4().simple().to_string()[..12];
+        let queue = format!("q-{suffix}");
+        let topic = format!("wake-{suffix}");
+        jobwire_core::set_queue_dispatch(
+            &pool,
+            &queue,
+            &Dispatch::Broker {
+                topic: topic.clone(),
+            },
+        )
+        .await
+        .unwrap();
+        Setup {
+            pool,
+            queue,
+            topic,
+            broker,
+            memory: MemoryTransport::default(),
+        }
+    }
+
+    async fn transport(&self) -> Arc<dyn Transport> {
+        self.broker.transport(&self.memory).await
+    }
+
+    fn job(&self, job_type: &str, payload: serde_json::Value) -> NewJob {
+        NewJob::new(job_type, payload).with_queue(&self.queue)
+    }
+
+    fn worker_config(&self, concurrency: usize) -> WorkerConfig {
+        WorkerConfig {
+            runtime: RuntimeConfig {
+                lease: Duration::from_secs(3),
+                cancel_grace: Duration::from_millis(500),
+                ..RuntimeConfig::default()
+            },
+            queues: vec![QueueConfig::new(&self.queue, concurrency)],
+            receive_wait: Duration::from_millis(500),
+            subscribe: SubscribeOptions {
+                group: format!("group-{}", self.queue),
+                ..SubscribeOptions::default()
+            },
+            shutdown_timeout: Duration::from_secs(5),
+            sweeper: Some(SweeperConfig {
+                interval: Duration::from_millis(300),
+                ..SweeperConfig::default()
+            }),
+            retention: None,
+            reconciler: None,
+            ..WorkerConfig::default()
+        }
+    }
+
+    async fn start_relay(&self, transport: Arc<dyn Transport>) -> Running<RelayReport> {
+        let config = RelayConfig {
+            batch_size: 500,
+            poll_interval: Duration::from_millis(200),
+            ..RelayConfig::default()
+        };
+        let shutdown = CancellationToken::new();
+        let relay = Relay::new(self.pool.clone(), transport, config);
+        let handle = tokio::spawn({
+            let shutdown = shutdown.clone();
+            async move { relay.run(shutdown).await.map_err(|e| e.to_string()) }
+        });
+        Running {
+            shutdown,
+            handle,
+            stats: None,
+        }
+    }
+
+    fn start_worker(
+        &self,
+        registry: HandlerRegistry,
+        transport: Arc<dyn Transport>,
+        config: WorkerConfig,
+    ) -> Running<WorkerReport> {
+        let shutdown = CancellationToken::new();
+        let worker = Worker::new(self.pool.clone(), registry, config).with_transport(transport);
+        let stats = worker.stats();
+        let handle = tokio::spawn({
+            let shutdown = shutdown.clone();
+            async move { worker.run(shutdown).await.map_err(|e| e.to_string()) }
+        });
+        Running {
+            shutdown,
+            handle,
+            stats: Some(stats),
+        }
+    }
+}
+
+struct Running<T> {
+    shutdown: CancellationToken,
+    handle: JoinHandle<Result<T, String>>,
+    /// A worker's live counters.
+    stats: Option<Arc<WorkerStats>>,
+}
+
+impl<T> Running<T> {
+    async fn stop(self) -> T {
+        self.shutdown.cancel();
+        self.handle.await.unwrap().unwrap()
+    }
+}
+
+/// Handler runs, counted per job: the proof of "exactly once".
+#[derive(Clone, Default)]
+struct Runs(Arc<Mutex<HashMap<Uuid, u32>>>);
+
+impl Runs {
+    fn total(&self) -> u32 {
+        self.0.lock().unwrap().values().sum()
+    }
+
+    fn more_than_once(&self) -> usize {
+        self.0.lock().unwrap().values().filter(|n| **n > 1).count()
+    }
+}
+
+fn fast_options() -> HandlerOptions {
+    HandlerOptions {
+        backoff: Backoff {
+            base: Duration::from_millis(100),
+            max: Duration::from_millis(400),
+            jitter_ratio: 0.1,
+        },
+        ..HandlerOptions::default()
+    }
+}
+
+/// The handlers every path runs, unchanged: the built-ins plus `counted`.
+fn registry(runs: &Runs) -> HandlerRegistry {
+    let mut registry = HandlerRegistry::new();
+    jobwire_consumer::builtin::register_builtin_handlers(&mut registry, fast_options());
+    let runs = runs.clone();
+    registry.register_with(
+        "counted",
+        move |ctx: JobContext| {
+            let runs = runs.clone();
+            async move {
+                *runs.0.lock().unwrap().entry(ctx.job_id()).or_default() += 1;
+                Ok(())
+            }
+        },
+        fast_options(),
+    );
+    registry
+}
+
+/// Enqueue `count` jobs in business transactions of 50: each transaction
+/// writes 50 business rows and their 50 jobs (and wake-ups) together.
+async fn enqueue_in_business_transactions(setup: &Setup, count: usize) -> Vec<Uuid> {
+    sqlx::query("CREATE TABLE IF NOT EXISTS signups (id uuid PRIMARY KEY)")
+        .execute(&setup.pool)
+        .await
+        .unwrap();
+    let mut ids = Vec::with_capacity(count);
+    for chunk in (0..count).collect::<Vec<_>>().chunks(50) {
+        let mut tx = setup.pool.begin().await.unwrap();
+        let signups: Vec<Uuid> = chunk.iter().map(|_| Uuid::now_v7()).collect();
+        sqlx::query("INSERT INTO signups (id) SELECT unnest($1::uuid[])")
+            .bind(&signups)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        let jobs: Vec<NewJob> = signups
+            .iter()
+            .map(|signup| setup.job("counted", json!({ "signup": signup })))
+            .collect();
+        let enqueued = jobwire_core::enqueue_many(&mut *tx, &jobs).await.unwrap();
+        tx.commit().await.unwrap();
+        ids.extend(enqueued.into_iter().map(|job| job.job_id));
+    }
+    ids
+}
+
+async fn jobs_by_state(pool: &PgPool, ids: &[Uuid]) -> Vec<(String, i32, i64)> {
+    sqlx::query_as(
+        "SELECT state, attempt_count, count(*) FROM jobs WHERE job_id = ANY($1) GROUP BY 1, 2 ORDER BY 1, 2",
+    )
+    .bind(ids)
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+async fn volume_runs_every_job_exactly_once(connect: PgConnectOptions, broker: Broker) {
+    let setup = Setup::new(connect, broker).await;
+    let runs = Runs::default();
+    let transport = setup.transport().await;
+    let worker = setup.start_worker(registry(&runs), transport.clone(), setup.worker_config(32));
+    let relay = setup.start_relay(transport.clone()).await;
+    let ids = enqueue_in_business_transactions(&setup, broker.volume()).await;
+    wait_for_all_finished(&setup.pool, &ids, WAIT)
+        .await
+        .unwrap();
+    let report = worker.stop().await;
+    let relayed = relay.stop().await;
+    assert_eq!(
+        jobs_by_state(&setup.pool, &ids).await,
+        vec![("SUCCEEDED".to_owned(), 1, ids.len() as i64)],
+        "{broker:?}"
+    );
+    assert_eq!(runs.total() as usize, ids.len(), "{broker:?}: handler runs");
+    assert_eq!(runs.more_than_once(), 0, "{broker:?}: a job ran twice");
+    assert_eq!(report.succeeded as usize, ids.len());
+    assert_eq!(report.fenced, 0);
+    assert!(relayed.published as usize >= ids.len());
+    println!("{broker:?}: {} jobs, {report:?}, {relayed:?}", ids.len());
+}
+
+async fn retries_poison_and_cancel(connect: PgConnectOptions, broker: Broker) {
+    let setup = Setup::new(connect, broker).await;
+    let runs = Runs::default();
+    let transport = setup.transport().await;
+    let relay = setup.start_relay(transport.clone()).await;
+    let worker = setup.start_worker(registry(&runs), transport.clone(), setup.worker_config(8));
+    let flaky = jobwire_core::enqueue(&setup.pool, &setup.job("fail_times", json!({"times": 2})))
+        .await
+        .unwrap()
+        .job_id;
+    let poison = jobwire_core::enqueue(
+        &setup.pool,
+        &setup.job("always_fail", json!({})).with_max_attempts(3),
+    )
+    .await
+    .unwrap()
+    .job_id;
+    let long = jobwire_core::enqueue(&setup.pool, &setup.job("sleep", json!({"ms": 600_000})))
+        .await
+        .unwrap()
+        .job_id;
+    let others: Vec<NewJob> = (0..20)
+        .map(|i| setup.job("counted", json!({ "i": i })))
+        .collect();
+    let other_ids: Vec<Uuid> = jobwire_core::enqueue_many(&setup.pool, &others)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|job| job.job_id)
+        .collect();
+
+    wait_for_state(&setup.pool, long, JobState::Running, WAIT)
+        .await
+        .unwrap();
+    jobwire_core::request_cancel(&setup.pool, long)
+        .await
+        .unwrap();
+    let flaky = wait_for_state(&setup.pool, flaky, JobState::Succeeded, WAIT)
+        .await
+        .unwrap();
+    let poison = wait_for_state(&setup.pool, poison, JobState::Failed, WAIT)
+        .await
+        .unwrap();
+    let long = wait_for_state(&setup.pool, long, JobState::Cancelled, WAIT)
+        .await
+        .unwrap();
+    wait_for_all_finished(&setup.pool, &other_ids, WAIT)
+        .await
+        .unwrap();
+    let report = worker.stop().await;
+    relay.stop().await;
+
+    assert_eq!(
+        flaky.attempt_count, 3,
+        "{broker:?}: retried twice through the outbox"
+    );
+    assert_eq!(flaky.last_error_code.as_deref(), Some("FLAKY"));
+    assert_eq!(poison.attempt_count, 3);
+    assert_eq!(poison.last_error_code.as_deref(), Some("ALWAYS_FAILS"));
+    assert_eq!(long.last_error_code.as_deref(), Some("CANCELLED"));
+    assert_eq!(
+        jobs_by_state(&setup.pool, &other_ids).await,
+        vec![("SUCCEEDED".to_owned(), 1, 20)]
+    );
+    assert!(
+        poison.finished_at.unwrap() > wait_for_last_finish(&setup.pool, &other_ids).await,
+        "{broker:?}: the poison job held the others back"
+    );
+    assert_eq!((report.retried, report.failed, report.cancelled), (4, 1, 1));
+}
+
+async fn wait_for_last_finish(pool: &PgPool, ids: &[Uuid]) -> chrono::DateTime<chrono::Utc> {
+    sqlx::query_scalar("SELECT max(finished_at) FROM jobs WHERE job_id = ANY($1)")
+        .bind(ids)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// A transport that publishes every message twice: every wake-up arrives
+/// (at least) twice.
+struct Doubling(Arc<dyn Transport>);
+
+#[async_trait]
+impl Transport for Doubling {
+    fn name(&self) -> &'static str {
+        "doubling"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.0.capabilities()
+    }
+
+    async fn publish(&self, batch: &[Envelope]) -> Vec<Result<(), PublishError>> {
+        let first = self.0.publish(batch).await;
+        let second = self.0.publish(batch).await;
+        first
+            .into_iter()
+            .zip(second)
+            .map(|(a, b)| a.and(b))
+            .collect()
+    }
+
+    async fn subscribe(
+        &self,
+        topic: &str,
+        options: &SubscribeOptions,
+    ) -> Result<Box<dyn Subscriber>, TransportError> {
+        self.0.subscribe(topic, options).await
+    }
+
+    async fn close(&self) -> Result<(), TransportError> {
+        self.0.close().await
+    }
+}
+
+async fn duplicate_stale_and_garbage_wake_ups_run_nothing(
+    connect: PgConnectOptions,
+    broker: Broker,
+) {
+    let setup = Setup::new(connect, broker).await;
+    let runs = Runs::default();
+    let transport = setup.transport().await;
+    let doubling: Arc<dyn Transport> = Arc::new(Doubling(transport.clone()));
+    let relay = setup.start_relay(doubling).await;
+    let worker = setup.start_worker(registry(&runs), transport.clone(), setup.worker_config(8));
+    let jobs: Vec<NewJob> = (0..200)
+        .map(|i| setup.job("counted", json!({ "i": i })))
+        .collect();
+    let ids: Vec<Uuid> = jobwire_core::enqueue_many(&setup.pool, &jobs)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|job| job.job_id)
+        .collect();
+    wait_for_all_finished(&setup.pool, &ids, WAIT)
+        .await
+        .unwrap();
+
+    // Stale wake-ups for finished jobs, and garbage, straight onto the topic.
+    let mut junk = Vec::new();
+    for (n, id) in ids.iter().take(20).enumerate() {
+        let mut headers = jobwire_transport::Headers::new();
+        headers.insert(header::OUTBOX_ID.into(), (1_000_000 + n).to_string());
+        junk.push(Envelope {
+            outbox_id: 1_000_000 + n as i64,
+            topic: setup.topic.clone(),
+            key: Some(id.to_string()),
+            payload: json!({ "job_id": id }).to_string().into_bytes(),
+            headers,
+        });
+    }
+    for (n, garbage) in [&b"\x00\x01 not json"[..], b"{\"job_id\": 42}", b"{}"]
+        .iter()
+        .enumerate()
+    {
+        junk.push(Envelope {
+            outbox_id: 2_000_000 + n as i64,
+            topic: setup.topic.clone(),
+            key: Some(format!("garbage-{n}")),
+            payload: garbage.to_vec(),
+            headers: jobwire_transport::Headers::new(),
+        });
+    }
+    let published = transport.publish(&junk).await;
+    // SQS carries text only: the binary garbage is refused at publish, the
+    // rest go through.
+    let delivered_junk = published.iter().filter(|r| r.is_ok()).count();
+    assert!(delivered_junk >= 22, "{published:?}");
+
+    // Wait until the worker has seen the stale wake-ups and the garbage.
+    let garbage = delivered_junk - 20;
+    let stats = worker.stats.clone().expect("a worker");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let live = stats.report();
+        if live.wake_ups_finished >= 20 && live.wake_ups_garbage >= garbage as u64 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{broker:?}: junk never arrived: {live:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let report = worker.stop().await;
+    relay.stop().await;
+    assert_eq!(
+        runs.total(),
+        200,
+        "{broker:?}: extra handler runs: {report:?}"
+    );
+    assert_eq!(runs.more_than_once(), 0);
+    let misses = report.wake_ups_held
+        + report.wake_ups_finished
+        + report.wake_ups_duplicate
+        + report.wake_ups_contended;
+    assert!(
+        misses >= 200 + 20,
+        "{broker:?}: second copies and stale wake-ups: {report:?}"
+    );
+    assert!(report.wake_ups_finished >= 20, "{report:?}");
+    assert!(report.wake_ups_garbage >= 2, "{report:?}");
+    assert_eq!(report.claimed, 200);
+}
+
+async fn lost_wake_ups_are_recreated_by_the_reconciler(connect: PgConnectOptions, broker: Broker) {
+    let setup = Setup::new(connect, broker).await;
+    let runs = Runs::default();
+    let transport = setup.transport().await;
+    // The wake-ups are published, then lost: a consumer takes them off the
+    // topic and acknowledges them without claiming (as a purge would, or a
+    // worker that died between receive and claim).
+    let mut black_hole = transport
+        .subscribe(
+            &setup.topic,
+            &SubscribeOptions {
+                group: format!("group-{}", setup.queue),
+                ..SubscribeOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    let jobs: Vec<NewJob> = (0..30)
+        .map(|i| setup.job("counted", json!({ "i": i })))
+        .collect();
+    let ids: Vec<Uuid> = jobwire_core::enqueue_many(&setup.pool, &jobs)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|job| job.job_id)
+        .collect();
+    let relay = setup.start_relay(transport.clone()).await;
+    let mut swallowed = 0;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while swallowed < ids.len() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "wake-ups never arrived"
+        );
+        let got = black_hole
+            .receive(100, Duration::from_secs(1))
+            .await
+            .unwrap();
+        swallowed += got.len();
+        let receipts: Vec<_> = got.iter().map(|d| d.receipt.clone()).collect();
+        black_hole.ack(&receipts).await.unwrap();
+    }
+    black_hole.close().await.unwrap();
+    drop(black_hole);
+    assert_eq!(
+        jobs_by_state(&setup.pool, &ids).await,
+        vec![("QUEUED".to_owned(), 0, 30)],
+        "nothing ran: the wake-ups are gone"
+    );
+
+    let mut config = setup.worker_config(8);
+    config.reconciler = Some(ReconcilerConfig {
+        interval: Duration::from_millis(300),
+        grace: Duration::from_secs(1),
+        batch_size: 1000,
+    });
+    let worker = setup.start_worker(registry(&runs), transport.clone(), config);
+    wait_for_all_finished(&setup.pool, &ids, WAIT)
+        .await
+        .unwrap();
+    worker.stop().await;
+    relay.stop().await;
+    assert_eq!(runs.total(), 30);
+    assert_eq!(
+        jobs_by_state(&setup.pool, &ids).await,
+        vec![("SUCCEEDED".to_owned(), 1, 30)]
+    );
+}
+
+async fn effects_happen_once_across_crashes_and_duplicates(
+    connect: PgConnectOptions,
+    broker: Broker,
+) {
+    let setup = Setup::new(connect, broker).await;
+    sqlx::query("CREATE TABLE payments (id bigserial PRIMARY KEY, job_id uuid NOT NULL, amount int NOT NULL)")
+        .execute(&setup.pool)
+        .await
+        .unwrap();
+    let mut registry = HandlerRegistry::new();
+    registry.register_with(
+        "charge",
+        |ctx: JobContext| async move {
+            let key = effects::effect_key(ctx.job_id(), "charge");
+            let mut tx = ctx
+                .pool()
+                .begin()
+                .await
+                .map_err(|e| JobError::retryable("DB", e))?;
+            let first_time = match effects::begin::<i64>(&mut tx, &key, ctx.job_id())
+                .await
+                .map_err(|e| JobError::retryable("DB", e))?
+            {
+                Effect::Done(_payment) => false,
+                Effect::New => {
+                    let payment: i64 = sqlx::query_scalar(
+                        "INSERT INTO payments (job_id, amount) VALUES ($1, 100) RETURNING id",
+                    )
+                    .bind(ctx.job_id())
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(|e| JobError::retryable("DB", e))?;
+                    effects::finish(&mut tx, &key, &payment)
+                        .await
+                        .map_err(|e| JobError::retryable("DB", e))?;
+                    true
+                }
+            };
+            if first_time && ctx.attempt() == 1 {
+                // The effect is committed, then the worker "crashes" before
+                // it can report: the attempt fails and the job runs again.
+                tx.commit()
+                    .await
+                    .map_err(|e| JobError::retryable("DB", e))?;
+                panic!("crash right after the effect");
+            }
+            // Effect (if new) and completion commit together.
+            ctx.commit_with_completion(tx).await
+        },
+        fast_options(),
+    );
+    let transport = setup.transport().await;
+    let relay = setup
+        .start_relay(Arc::new(Doubling(transport.clone())))
+        .await;
+    let worker = setup.start_worker(registry, transport.clone(), setup.worker_config(8));
+    let jobs: Vec<NewJob> = (0..50)
+        .map(|i| setup.job("charge", json!({ "i": i })))
+        .collect();
+    let ids: Vec<Uuid> = jobwire_core::enqueue_many(&setup.pool, &jobs)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|job| job.job_id)
+        .collect();
+    wait_for_all_finished(&setup.pool, &ids, WAIT)
+        .await
+        .unwrap();
+    let report = worker.stop().await;
+    relay.stop().await;
+    let per_job: Vec<(i64,)> =
+        sqlx::query_as("SELECT count(*) FROM payments GROUP BY job_id HAVING count(*) <> 1")
+            .fetch_all(&setup.pool)
+            .await
+            .unwrap();
+    let total: i64 = sqlx::query_scalar("SELECT count(*) FROM payments")
+        .fetch_one(&setup.pool)
+        .await
+        .unwrap();
+    assert!(per_job.is_empty(), "{broker:?}: a job paid twice");
+    assert_eq!(total, 50, "{broker:?}: one payment per job");
+    assert_eq!(
+        jobs_by_state(&setup.pool, &ids).await,
+        vec![("SUCCEEDED".to_owned(), 2, 50)]
+    );
+    assert_eq!(report.completed_by_handler, 50);
+    assert_eq!(report.panicked, 50);
+}
+
+macro_rules! broker_scenarios {
+    ($module:ident, $broker:expr) => {
+        mod $module {
+            use super::*;
+
+            #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+            async fn volume_runs_every_job_exactly_once(
+                _options: PgPoolOptions,
+                connect: PgConnectOptions,
+            ) {
+                super::volume_runs_every_job_exactly_once(connect, $broker).await;
+            }
+
+            #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+            async fn retries_poison_and_cancel(_options: PgPoolOptions, connect: PgConnectOptions) {
+                super::retries_poison_and_cancel(connect, $broker).await;
+            }
+
+            #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+            async fn duplicate_stale_and_garbage_wake_ups_run_nothing(
+                _options: PgPoolOptions,
+                connect: PgConnectOptions,
+            ) {
+                super::duplicate_stale_and_garbage_wake_ups_run_nothing(connect, $broker).await;
+            }
+
+            #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+            async fn lost_wake_ups_are_recreated_by_the_reconciler(
+                _options: PgPoolOptions,
+                connect: PgConnectOptions,
+            ) {
+                super::lost_wake_ups_are_recreated_by_the_reconciler(connect, $broker).await;
+            }
+
+            #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+            async fn effects_happen_once_across_crashes_and_duplicates(
+                _options: PgPoolOptions,
+                connect: PgConnectOptions,
+            ) {
+                super::effects_happen_once_across_crashes_and_duplicates(connect, $broker).await;
+            }
+        }
+    };
+}
+
+broker_scenarios!(memory, Broker::Memory);
+broker_scenarios!(rabbitmq, Broker::Rabbitmq);
+broker_scenarios!(sqs, Broker::Sqs);
+broker_scenarios!(kafka, Broker::Kafka);
+
+/// The same registry (the same handler code) on the PostgreSQL path.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn the_same_handlers_run_on_the_postgres_path(pool: PgPool) {
+    let runs = Runs::default();
+    let jobs: Vec<NewJob> = (0..100)
+        .map(|i| NewJob::new("counted", json!({ "i": i })).with_queue("pg"))
+        .chain([NewJob::new("fail_times", json!({"times": 1})).with_queue("pg")])
+        .collect();
+    let ids: Vec<Uuid> = jobwire_core::enqueue_many(&pool, &jobs)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|job| job.job_id)
+        .collect();
+    let mut config = jobwire_tests::test_worker_config("pg", 8);
+    config.reconciler = None;
+    let shutdown = CancellationToken::new();
+    let worker =
+        tokio::spawn(Worker::new(pool.clone(), registry(&runs), config).run(shutdown.clone()));
+    wait_for_all_finished(&pool, &ids, WAIT).await.unwrap();
+    shutdown.cancel();
+    worker.await.unwrap().unwrap();
+    assert_eq!(runs.total(), 100);
+    let states = jobs_by_state(&pool, &ids).await;
+    assert_eq!(
+        states,
+        vec![
+            ("SUCCEEDED".to_owned(), 1, 100),
+            ("SUCCEEDED".to_owned(), 2, 1)
+        ]
+    );
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_broker_queue_without_a_transport_is_refused(pool: PgPool) {
+    jobwire_core::set_queue_dispatch(&pool, "remote", &Dispatch::Broker { topic: "t".into() })
+        .await
+        .unwrap();
+    let config = jobwire_tests::test_worker_config("remote", 2);
+    let err = Worker::new(pool, HandlerRegistry::new(), config)
+        .run(CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("transport"), "{err}");
+}
