@@ -513,19 +513,6 @@ async fn lost_wake_ups_are_recreated_by_the_reconciler(connect: PgConnectOptions
     let setup = Setup::new(connect, broker).await;
     let runs = Runs::default();
     let transport = setup.transport().await;
-    // The wake-ups are published, then lost: a consumer takes them off the
-    // topic and acknowledges them without claiming (as a purge would, or a
-    // worker that died between receive and claim).
-    let mut black_hole = transport
-        .subscribe(
-            &setup.topic,
-            &SubscribeOptions {
-                group: format!("group-{}", setup.queue),
-                ..SubscribeOptions::default()
-            },
-        )
-        .await
-        .unwrap();
     let jobs: Vec<NewJob> = (0..30)
         .map(|i| setup.job("counted", json!({ "i": i })))
         .collect();
@@ -536,23 +523,53 @@ async fn lost_wake_ups_are_recreated_by_the_reconciler(connect: PgConnectOptions
         .map(|job| job.job_id)
         .collect();
     let relay = setup.start_relay(transport.clone()).await;
-    let mut swallowed = 0;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while swallowed < ids.len() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "wake-ups never arrived"
-        );
-        let got = black_hole
-            .receive(100, Duration::from_secs(1))
+    if matches!(broker, Broker::Kafka) {
+        // Kafka has no purge: the wake-ups are lost instead to a member of
+        // the workers' group that takes them and acknowledges them without
+        // claiming (a worker that died between receive and claim).
+        let mut black_hole = transport
+            .subscribe(
+                &setup.topic,
+                &SubscribeOptions {
+                    group: format!("group-{}", setup.queue),
+                    ..SubscribeOptions::default()
+                },
+            )
             .await
             .unwrap();
-        swallowed += got.len();
-        let receipts: Vec<_> = got.iter().map(|d| d.receipt.clone()).collect();
-        black_hole.ack(&receipts).await.unwrap();
+        let mut swallowed = 0;
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while swallowed < ids.len() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "wake-ups never arrived"
+            );
+            let got = black_hole
+                .receive(100, Duration::from_secs(1))
+                .await
+                .unwrap();
+            swallowed += got.len();
+            let receipts: Vec<_> = got.iter().map(|d| d.receipt.clone()).collect();
+            black_hole.ack(&receipts).await.unwrap();
+        }
+        black_hole.close().await.unwrap();
+    } else {
+        // The relay publishes every wake-up, then an operator purges the queue.
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while jobwire_tests::outbox_len(&setup.pool).await.unwrap() > 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "relay did not publish"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // Publishing is confirmed before the row is deleted, so all 30 are
+        // on the queue now (SQS does not report a count).
+        let purged = transport.purge(&setup.topic).await.unwrap();
+        if let Some(purged) = purged {
+            assert_eq!(purged, 30, "{broker:?}");
+        }
     }
-    black_hole.close().await.unwrap();
-    drop(black_hole);
     assert_eq!(
         jobs_by_state(&setup.pool, &ids).await,
         vec![("QUEUED".to_owned(), 0, 30)],
@@ -761,4 +778,62 @@ async fn a_broker_queue_without_a_transport_is_refused(pool: PgPool) {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("transport"), "{err}");
+}
+
+/// A worker whose broker connection drops mid-run reconnects by itself and
+/// every job still runs exactly once (RabbitMQ through a proxy the test cuts).
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_worker_reconnects_after_losing_the_broker(
+    _options: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let setup = Setup::new(connect, Broker::Rabbitmq).await;
+    let runs = Runs::default();
+    let proxy = jobwire_tests::FlakyProxy::start("127.0.0.1:5672", true)
+        .await
+        .unwrap();
+    let mut via_proxy = RabbitConfig::new(format!("amqp://guest:guest@{}/%2f", proxy.addr));
+    via_proxy.timeout = Duration::from_secs(3);
+    let worker_transport: Arc<dyn Transport> = Arc::new(RabbitTransport::new(via_proxy));
+    let worker = setup.start_worker(registry(&runs), worker_transport, setup.worker_config(8));
+    let relay = setup.start_relay(setup.transport().await).await;
+
+    let first: Vec<NewJob> = (0..100)
+        .map(|i| setup.job("counted", json!({ "i": i })))
+        .collect();
+    let mut ids: Vec<Uuid> = jobwire_core::enqueue_many(&setup.pool, &first)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|job| job.job_id)
+        .collect();
+    wait_for_all_finished(&setup.pool, &ids, WAIT)
+        .await
+        .unwrap();
+
+    // The connection drops; jobs enqueued meanwhile wait on the broker.
+    proxy.set_up(false);
+    let second: Vec<NewJob> = (0..100)
+        .map(|i| setup.job("counted", json!({ "j": i })))
+        .collect();
+    ids.extend(
+        jobwire_core::enqueue_many(&setup.pool, &second)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|job| job.job_id),
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    proxy.set_up(true);
+    wait_for_all_finished(&setup.pool, &ids, WAIT)
+        .await
+        .unwrap();
+    worker.stop().await;
+    relay.stop().await;
+    assert_eq!(runs.total(), 200);
+    assert_eq!(runs.more_than_once(), 0);
+    assert_eq!(
+        jobs_by_state(&setup.pool, &ids).await,
+        vec![("SUCCEEDED".to_owned(), 1, 200)]
+    );
 }

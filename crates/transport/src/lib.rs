@@ -219,6 +219,16 @@ pub trait Transport: Send + Sync {
     /// `close` fails with [`PublishError::Unavailable`] or reconnects,
     /// depending on the implementation.
     async fn close(&self) -> Result<(), TransportError>;
+
+    /// Drop every message waiting on `topic` (an operator's purge). Returns
+    /// how many were dropped where the broker says. Not every broker can:
+    /// the default refuses.
+    async fn purge(&self, topic: &str) -> Result<Option<u64>, TransportError> {
+        Err(TransportError::Refused(format!(
+            "{} cannot purge {topic}",
+            self.name()
+        )))
+    }
 }
 
 /// Receives deliveries from one topic. Owned by one consumer task.

@@ -121,16 +121,6 @@ impl MemoryTransport {
             .get(topic)
             .map_or(0, |queue| queue.ready.len())
     }
-
-    /// Drop every message of `topic`, as a broker purge would.
-    pub fn purge(&self, topic: &str) -> usize {
-        let mut state = self.inner.lock();
-        state.topics.get_mut(topic).map_or(0, |queue| {
-            let purged = queue.ready.len();
-            queue.ready.clear();
-            purged
-        })
-    }
 }
 
 #[async_trait]
@@ -206,6 +196,15 @@ impl Transport for MemoryTransport {
 
     async fn close(&self) -> Result<(), TransportError> {
         Ok(())
+    }
+
+    async fn purge(&self, topic: &str) -> Result<Option<u64>, TransportError> {
+        let mut state = self.inner.lock();
+        Ok(Some(state.topics.get_mut(topic).map_or(0, |queue| {
+            let purged = queue.ready.len();
+            queue.ready.clear();
+            purged as u64
+        })))
     }
 }
 

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use futures::{FutureExt, StreamExt};
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
-    ConfirmSelectOptions, QueueDeclareOptions,
+    ConfirmSelectOptions, QueueDeclareOptions, QueuePurgeOptions,
 };
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, Consumer};
@@ -280,6 +280,19 @@ impl Transport for RabbitTransport {
             session.close().await;
         }
         Ok(())
+    }
+
+    async fn purge(&self, topic: &str) -> Result<Option<u64>, TransportError> {
+        let session = Session::open(&self.config)
+            .await
+            .map_err(TransportError::Unavailable)?;
+        let purged = session
+            .channel
+            .queue_purge(topic.into(), QueuePurgeOptions::default())
+            .await
+            .map_err(|err| TransportError::Refused(format!("purge {topic}: {err}")));
+        session.close().await;
+        Ok(Some(u64::from(purged?)))
     }
 }
 

@@ -385,6 +385,21 @@ impl Transport for SqsTransport {
     async fn close(&self) -> Result<(), TransportError> {
         Ok(())
     }
+
+    async fn purge(&self, topic: &str) -> Result<Option<u64>, TransportError> {
+        let url = self.queue_url(topic).await.map_err(|err| match err {
+            PublishError::Rejected(text) => TransportError::Refused(text),
+            PublishError::Unavailable(text) => TransportError::Unavailable(text),
+        })?;
+        self.client
+            .purge_queue()
+            .queue_url(url)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        // SQS does not say how many it dropped.
+        Ok(None)
+    }
 }
 
 fn unavailable<E: std::error::Error + 'static>(err: E) -> TransportError {
