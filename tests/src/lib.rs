@@ -274,3 +274,12 @@ impl Drop for FlakyProxy {
         self.cut.lock().unwrap().cancel();
     }
 }
+
+/// Enqueue `jobs` in one statement; their ids in order.
+pub async fn enqueue_ids(pool: &PgPool, jobs: &[jobwire_core::NewJob]) -> Result<Vec<Uuid>> {
+    Ok(jobwire_core::enqueue_many(pool, jobs)
+        .await?
+        .into_iter()
+        .map(|job| job.job_id)
+        .collect())
+}

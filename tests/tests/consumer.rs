@@ -327,12 +327,9 @@ async fn retries_poison_and_cancel(connect: PgConnectOptions, broker: Broker) {
     let others: Vec<NewJob> = (0..20)
         .map(|i| setup.job("counted", json!({ "i": i })))
         .collect();
-    let other_ids: Vec<Uuid> = jobwire_core::enqueue_many(&setup.pool, &others)
+    let other_ids: Vec<Uuid> = jobwire_tests::enqueue_ids(&setup.pool, &others)
         .await
-        .unwrap()
-        .into_iter()
-        .map(|job| job.job_id)
-        .collect();
+        .unwrap();
 
     wait_for_state(&setup.pool, long, JobState::Running, WAIT)
         .await
@@ -432,12 +429,9 @@ async fn duplicate_stale_and_garbage_wake_ups_run_nothing(
     let jobs: Vec<NewJob> = (0..200)
         .map(|i| setup.job("counted", json!({ "i": i })))
         .collect();
-    let ids: Vec<Uuid> = jobwire_core::enqueue_many(&setup.pool, &jobs)
+    let ids: Vec<Uuid> = jobwire_tests::enqueue_ids(&setup.pool, &jobs)
         .await
-        .unwrap()
-        .into_iter()
-        .map(|job| job.job_id)
-        .collect();
+        .unwrap();
     wait_for_all_finished(&setup.pool, &ids, WAIT)
         .await
         .unwrap();
@@ -516,12 +510,9 @@ async fn lost_wake_ups_are_recreated_by_the_reconciler(connect: PgConnectOptions
     let jobs: Vec<NewJob> = (0..30)
         .map(|i| setup.job("counted", json!({ "i": i })))
         .collect();
-    let ids: Vec<Uuid> = jobwire_core::enqueue_many(&setup.pool, &jobs)
+    let ids: Vec<Uuid> = jobwire_tests::enqueue_ids(&setup.pool, &jobs)
         .await
-        .unwrap()
-        .into_iter()
-        .map(|job| job.job_id)
-        .collect();
+        .unwrap();
     let relay = setup.start_relay(transport.clone()).await;
     if matches!(broker, Broker::Kafka) {
         // Kafka has no purge: the wake-ups are lost instead to a member of
@@ -654,12 +645,9 @@ async fn effects_happen_once_across_crashes_and_duplicates(
     let jobs: Vec<NewJob> = (0..50)
         .map(|i| setup.job("charge", json!({ "i": i })))
         .collect();
-    let ids: Vec<Uuid> = jobwire_core::enqueue_many(&setup.pool, &jobs)
+    let ids: Vec<Uuid> = jobwire_tests::enqueue_ids(&setup.pool, &jobs)
         .await
-        .unwrap()
-        .into_iter()
-        .map(|job| job.job_id)
-        .collect();
+        .unwrap();
     wait_for_all_finished(&setup.pool, &ids, WAIT)
         .await
         .unwrap();
@@ -742,12 +730,7 @@ async fn the_same_handlers_run_on_the_postgres_path(pool: PgPool) {
         .map(|i| NewJob::new("counted", json!({ "i": i })).with_queue("pg"))
         .chain([NewJob::new("fail_times", json!({"times": 1})).with_queue("pg")])
         .collect();
-    let ids: Vec<Uuid> = jobwire_core::enqueue_many(&pool, &jobs)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|job| job.job_id)
-        .collect();
+    let ids: Vec<Uuid> = jobwire_tests::enqueue_ids(&pool, &jobs).await.unwrap();
     let mut config = jobwire_tests::test_worker_config("pg", 8);
     config.reconciler = None;
     let shutdown = CancellationToken::new();
@@ -801,12 +784,9 @@ async fn a_worker_reconnects_after_losing_the_broker(
     let first: Vec<NewJob> = (0..100)
         .map(|i| setup.job("counted", json!({ "i": i })))
         .collect();
-    let mut ids: Vec<Uuid> = jobwire_core::enqueue_many(&setup.pool, &first)
+    let mut ids: Vec<Uuid> = jobwire_tests::enqueue_ids(&setup.pool, &first)
         .await
-        .unwrap()
-        .into_iter()
-        .map(|job| job.job_id)
-        .collect();
+        .unwrap();
     wait_for_all_finished(&setup.pool, &ids, WAIT)
         .await
         .unwrap();

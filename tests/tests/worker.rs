@@ -65,12 +65,7 @@ async fn runs_every_job_once_to_success(pool: PgPool) {
     let jobs: Vec<NewJob> = (0..300)
         .map(|i| NewJob::new("noop", json!({ "i": i })).with_queue("work"))
         .collect();
-    let ids: Vec<Uuid> = jobwire_core::enqueue_many(&pool, &jobs)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|job| job.job_id)
-        .collect();
+    let ids: Vec<Uuid> = jobwire_tests::enqueue_ids(&pool, &jobs).await.unwrap();
     let worker = RunningWorker::start(&pool, builtin_registry(), test_worker_config("work", 16));
     wait_for_all_finished(&pool, &ids, WAIT).await.unwrap();
     let report = worker.stop().await;
@@ -115,12 +110,7 @@ async fn a_poison_job_dead_letters_without_delaying_other_jobs(pool: PgPool) {
     let others: Vec<NewJob> = (0..50)
         .map(|i| NewJob::new("noop", json!({ "i": i })).with_queue("work"))
         .collect();
-    let other_ids: Vec<Uuid> = jobwire_core::enqueue_many(&pool, &others)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|job| job.job_id)
-        .collect();
+    let other_ids: Vec<Uuid> = jobwire_tests::enqueue_ids(&pool, &others).await.unwrap();
     // One slot: the poison job cannot hog it, because a failed attempt waits
     // in RETRY_WAIT, not in a worker.
     let worker = RunningWorker::start(&pool, builtin_registry(), test_worker_config("work", 1));

@@ -225,13 +225,7 @@ impl Transport for KafkaTransport {
         topic: &str,
         options: &SubscribeOptions,
     ) -> Result<Box<dyn Subscriber>, TransportError> {
-        self.shared
-            .ensure_topic(topic)
-            .await
-            .map_err(|err| match err {
-                PublishError::Rejected(text) => TransportError::Refused(text),
-                PublishError::Unavailable(text) => TransportError::Unavailable(text),
-            })?;
+        self.shared.ensure_topic(topic).await?;
         let consumer: StreamConsumer = ClientConfig::new()
             .set("bootstrap.servers", &self.shared.config.bootstrap)
             .set("group.id", &options.group)

@@ -167,6 +167,17 @@ pub enum TransportError {
     Refused(String),
 }
 
+impl From<PublishError> for TransportError {
+    /// For the setup steps that publishing and subscribing share (resolving
+    /// or creating a destination).
+    fn from(err: PublishError) -> Self {
+        match err {
+            PublishError::Rejected(text) => TransportError::Refused(text),
+            PublishError::Unavailable(text) => TransportError::Unavailable(text),
+        }
+    }
+}
+
 /// How to subscribe.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubscribeOptions {

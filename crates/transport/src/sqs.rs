@@ -369,10 +369,7 @@ impl Transport for SqsTransport {
         topic: &str,
         options: &SubscribeOptions,
     ) -> Result<Box<dyn Subscriber>, TransportError> {
-        let url = self.queue_url(topic).await.map_err(|err| match err {
-            PublishError::Rejected(text) => TransportError::Refused(text),
-            PublishError::Unavailable(text) => TransportError::Unavailable(text),
-        })?;
+        let url = self.queue_url(topic).await?;
         Ok(Box::new(SqsSubscriber {
             client: self.client.clone(),
             topic: topic.to_owned(),
@@ -387,10 +384,7 @@ impl Transport for SqsTransport {
     }
 
     async fn purge(&self, topic: &str) -> Result<Option<u64>, TransportError> {
-        let url = self.queue_url(topic).await.map_err(|err| match err {
-            PublishError::Rejected(text) => TransportError::Refused(text),
-            PublishError::Unavailable(text) => TransportError::Unavailable(text),
-        })?;
+        let url = self.queue_url(topic).await?;
         self.client
             .purge_queue()
             .queue_url(url)
