@@ -71,6 +71,40 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Drain the outbox (`job_outbox`) into a broker until Ctrl-C / SIGTERM.
     Relay(RelayArgs),
+    /// Run the same workload through each path and report them side by side.
+    Bench(BenchArgs),
+}
+
+#[derive(clap::Args)]
+struct BenchArgs {
+    /// Paths to measure, in order.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "postgres,memory,rabbitmq,sqs,kafka"
+    )]
+    paths: Vec<brokers::BrokerKind>,
+    /// Jobs per run.
+    #[arg(long, default_value_t = 10_000)]
+    jobs: usize,
+    /// Jobs per run on SQS (the local emulator slows down as queues fill).
+    #[arg(long, default_value_t = 1_000)]
+    sqs_jobs: usize,
+    /// Worker slots.
+    #[arg(long, default_value_t = 64)]
+    workers: usize,
+    /// Concurrent producers in the end-to-end run.
+    #[arg(long, default_value_t = 8)]
+    producers: usize,
+    /// Filler bytes per job payload.
+    #[arg(long, default_value_t = 100)]
+    payload_bytes: usize,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    broker: brokers::BrokerArgs,
 }
 
 #[derive(clap::Args)]
@@ -200,7 +234,7 @@ struct WorkerArgs {
 async fn main() -> Result<()> {
     let cli = Cli::parse();
     let default_filter = match cli.command {
-        Command::Worker(_) | Command::Relay(_) | Command::Run(_) => "info",
+        Command::Worker(_) | Command::Relay(_) | Command::Run(_) | Command::Bench(_) => "info",
         _ => "warn",
     };
     tracing_subscriber::fmt()
@@ -284,6 +318,7 @@ async fn run(command: Command, pool: PgPool) -> Result<()> {
         Command::Worker(args) => serve(pool, args, false).await?,
         Command::Run(args) => serve(pool, args, true).await?,
         Command::Relay(args) => relay(pool, args).await?,
+        Command::Bench(args) => bench(pool, args).await?,
         Command::Demo(_) => unreachable!("handled before connecting"),
     }
     Ok(())
@@ -370,6 +405,55 @@ async fn relay(pool: PgPool, args: RelayArgs) -> Result<()> {
         .await?;
     transport.close().await?;
     println!("{}", serde_json::to_string(&report)?);
+    Ok(())
+}
+
+async fn bench(pool: PgPool, args: BenchArgs) -> Result<()> {
+    jobwire_core::migrate(&pool).await?;
+    let mut paths = Vec::new();
+    for kind in &args.paths {
+        paths.push(jobwire_bench::PathUnderTest {
+            name: format!("{kind:?}").to_lowercase(),
+            transport: args.broker.transport(*kind).await?,
+            jobs: if *kind == brokers::BrokerKind::Sqs {
+                args.sqs_jobs
+            } else {
+                args.jobs
+            },
+        });
+    }
+    let config = jobwire_bench::BenchConfig {
+        workers: args.workers,
+        producers: args.producers,
+        payload_bytes: args.payload_bytes,
+        ..jobwire_bench::BenchConfig::default()
+    };
+    let environment = jobwire_bench::environment(&pool).await?;
+    let reports = jobwire_bench::run(&pool, &paths, &config).await?;
+    print!("{}", jobwire_bench::table(&environment, &reports));
+    if let Some(file) = args.json {
+        let json = serde_json::json!({
+            "environment": environment,
+            "workers": config.workers,
+            "producers": config.producers,
+            "payload_bytes": config.payload_bytes,
+            "results": reports,
+        });
+        std::fs::write(&file, serde_json::to_string_pretty(&json)?)
+            .with_context(|| format!("cannot write {}", file.display()))?;
+    }
+    for path in &paths {
+        if let Some(transport) = &path.transport {
+            transport.close().await?;
+        }
+    }
+    let bad: usize = reports
+        .iter()
+        .map(|r| r.drain.lost_or_repeated + r.end_to_end.lost_or_repeated)
+        .sum();
+    if bad > 0 {
+        bail!("{bad} jobs were lost or ran more than once");
+    }
     Ok(())
 }
 

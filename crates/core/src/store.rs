@@ -12,7 +12,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sqlx::{Acquire, PgExecutor, Postgres};
+use sqlx::{Acquire, PgConnection, PgExecutor, Postgres};
 use uuid::Uuid;
 
 use crate::{
@@ -159,13 +159,34 @@ impl Enqueuer {
     where
         A: Acquire<'a, Database = Postgres>,
     {
+        let mut conn = conn.acquire().await?;
+        self.enqueue_many_on(&mut conn, jobs).await
+    }
+
+    /// [`Enqueuer::enqueue`] on a connection or transaction
+    /// (`&mut *tx`). Not generic, so its future is `Send` for any caller:
+    /// use it in code spawned onto a multi-threaded runtime, where the
+    /// generic form can trip the compiler's lifetime checks.
+    pub async fn enqueue_on(&self, conn: &mut PgConnection, job: &NewJob) -> Result<EnqueuedJob> {
+        let mut enqueued = self
+            .enqueue_many_on(conn, std::slice::from_ref(job))
+            .await?;
+        Ok(enqueued.remove(0))
+    }
+
+    /// [`Enqueuer::enqueue_many`] on a connection or transaction; see
+    /// [`Enqueuer::enqueue_on`].
+    pub async fn enqueue_many_on(
+        &self,
+        conn: &mut PgConnection,
+        jobs: &[NewJob],
+    ) -> Result<Vec<EnqueuedJob>> {
         for job in jobs {
             self.validate(job)?;
         }
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
-        let mut conn = conn.acquire().await?;
         let mut results: Vec<Option<EnqueuedJob>> = vec![None; jobs.len()];
         // Indices into `jobs` still to write; after the first round only rows
         // whose key a concurrent transaction committed mid-statement remain.

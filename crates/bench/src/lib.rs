@@ -1,0 +1,467 @@
+//! jobwire-bench: runs the same workload through every dispatch path on one
+//! machine and reports them side by side.
+//!
+//! For each path (PostgreSQL, and the broker paths through the in-memory
+//! transport, RabbitMQ, SQS and Kafka) it measures:
+//! - **drain**: N no-op jobs enqueued up front, then a worker (and, for a
+//!   broker, the relay) started: jobs/s until all are SUCCEEDED;
+//! - **end to end**: concurrent producers, each job in a business
+//!   transaction of its own (a business row + the job), until all succeed;
+//! - **database cost** of the drain: commits (`xact_commit` delta), WAL bytes
+//!   (`pg_current_wal_lsn` delta) and rows written per job, from PostgreSQL's
+//!   own statistics;
+//! - **correctness**: every job SUCCEEDED exactly once (the handler counts
+//!   its runs; the table is checked).
+//!
+//! Every run uses queues of its own, so runs do not disturb each other.
+#![warn(missing_docs)]
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use jobwire_consumer::{
+    HandlerRegistry, JobContext, QueueConfig, RuntimeConfig, Worker, WorkerConfig,
+};
+use jobwire_core::{Dispatch, NewJob};
+use jobwire_relay::{Relay, RelayConfig};
+use jobwire_transport::Transport;
+use serde::Serialize;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// One dispatch path under test.
+#[derive(Clone)]
+pub struct PathUnderTest {
+    /// Label in the report (`postgres`, `rabbitmq`, ...).
+    pub name: String,
+    /// `None` for the PostgreSQL path.
+    pub transport: Option<Arc<dyn Transport>>,
+    /// Jobs for this path (SQS against an emulator is scaled down).
+    pub jobs: usize,
+}
+
+/// Workload settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BenchConfig {
+    /// Worker slots.
+    pub workers: usize,
+    /// Producers in the end-to-end run.
+    pub producers: usize,
+    /// Bytes of filler in each job's payload.
+    pub payload_bytes: usize,
+    /// Give up on a run after this long.
+    pub timeout: Duration,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        BenchConfig {
+            workers: 64,
+            producers: 8,
+            payload_bytes: 100,
+            timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// PostgreSQL's own counters before and after a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct DatabaseCost {
+    /// Write transactions (transaction ids assigned) per job: the commits
+    /// that each cost a WAL flush. Read-only transactions are not counted.
+    pub commits_per_job: f64,
+    /// WAL bytes per job.
+    pub wal_bytes_per_job: f64,
+    /// Rows inserted + updated + deleted per job.
+    pub rows_written_per_job: f64,
+}
+
+/// One measured run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunResult {
+    /// Jobs in the run.
+    pub jobs: usize,
+    /// Wall time from start to the last job SUCCEEDED.
+    pub seconds: f64,
+    /// Jobs per second.
+    pub jobs_per_second: f64,
+    /// Database cost of the run.
+    pub cost: DatabaseCost,
+    /// Jobs that did not end SUCCEEDED after exactly one run (must be 0).
+    pub lost_or_repeated: usize,
+}
+
+/// Everything measured for one path.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PathReport {
+    /// The path.
+    pub path: String,
+    /// Drain of pre-enqueued jobs.
+    pub drain: RunResult,
+    /// Producers in business transactions.
+    pub end_to_end: RunResult,
+}
+
+/// The machine and database settings the numbers were taken on.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Environment {
+    /// CPU cores.
+    pub cores: usize,
+    /// PostgreSQL version.
+    pub postgres: String,
+    /// `synchronous_commit`.
+    pub synchronous_commit: String,
+    /// `fsync`.
+    pub fsync: String,
+    /// Debug or release build of the harness.
+    pub build: &'static str,
+}
+
+/// Read the environment.
+pub async fn environment(pool: &PgPool) -> Result<Environment> {
+    let setting = |name: &'static str| async move {
+        sqlx::query_scalar::<_, String>("SELECT setting FROM pg_settings WHERE name = $1")
+            .bind(name)
+            .fetch_one(pool)
+            .await
+    };
+    Ok(Environment {
+        cores: std::thread::available_parallelism().map_or(1, usize::from),
+        postgres: setting("server_version").await?,
+        synchronous_commit: setting("synchronous_commit").await?,
+        fsync: setting("fsync").await?,
+        build: if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+    })
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Counters {
+    xids: i64,
+    wal: i64,
+    rows: i64,
+}
+
+/// Read the counters. Transaction ids and the WAL position are exact at
+/// once; row counts come from the statistics system, which a backend
+/// reports when it exits, so callers close the run's connections first.
+async fn counters(pool: &PgPool) -> Result<Counters> {
+    let rows: i64 = sqlx::query_scalar(
+        "SELECT (tup_inserted + tup_updated + tup_deleted)::bigint
+         FROM pg_stat_database WHERE datname = current_database()",
+    )
+    .fetch_one(pool)
+    .await?;
+    // Assigns a transaction id itself: one per call, subtracted in `cost`.
+    let (xids, wal): (i64, i64) = sqlx::query_as(
+        "SELECT pg_current_xact_id()::text::bigint, (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint",
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(Counters { xids, wal, rows })
+}
+
+fn cost(before: Counters, after: Counters, jobs: usize) -> DatabaseCost {
+    let per = |delta: i64| delta as f64 / jobs.max(1) as f64;
+    DatabaseCost {
+        commits_per_job: per(after.xids - before.xids - 1),
+        wal_bytes_per_job: per(after.wal - before.wal),
+        rows_written_per_job: per(after.rows - before.rows),
+    }
+}
+
+/// Handler runs per job.
+#[derive(Clone, Default)]
+struct Runs(Arc<Mutex<HashMap<Uuid, u32>>>);
+
+fn registry(runs: &Runs) -> HandlerRegistry {
+    let mut registry = HandlerRegistry::new();
+    let runs = runs.clone();
+    registry.register("bench_noop", move |ctx: JobContext| {
+        let runs = runs.clone();
+        async move {
+            *runs
+                .0
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .entry(ctx.job_id())
+                .or_default() += 1;
+            Ok(())
+        }
+    });
+    registry
+}
+
+/// A fresh queue for one run, dispatched along `path`.
+async fn fresh_queue(pool: &PgPool, path: &PathUnderTest, run: &str) -> Result<(String, Dispatch)> {
+    let suffix = &Uuid::new_v4().simple().to_string()[..10];
+    let queue = format!("bench-{run}-{suffix}");
+    let dispatch = match path.transport {
+        None => Dispatch::Postgres,
+        Some(_) => Dispatch::Broker {
+            topic: format!("bench-{}-{run}-{suffix}", path.name),
+        },
+    };
+    jobwire_core::set_queue_dispatch(pool, &queue, &dispatch).await?;
+    Ok((queue, dispatch))
+}
+
+fn payload(config: &BenchConfig, i: usize) -> serde_json::Value {
+    serde_json::json!({ "i": i, "filler": "x".repeat(config.payload_bytes) })
+}
+
+struct Running {
+    shutdown: CancellationToken,
+    worker: tokio::task::JoinHandle<
+        Result<jobwire_consumer::WorkerReport, jobwire_consumer::WorkerError>,
+    >,
+    relay: Option<
+        tokio::task::JoinHandle<Result<jobwire_relay::RelayReport, jobwire_relay::RelayError>>,
+    >,
+}
+
+fn start(
+    pool: &PgPool,
+    path: &PathUnderTest,
+    queue: &str,
+    config: &BenchConfig,
+    runs: &Runs,
+) -> Running {
+    let shutdown = CancellationToken::new();
+    let worker_config = WorkerConfig {
+        runtime: RuntimeConfig::default(),
+        queues: vec![QueueConfig::new(queue, config.workers)],
+        claim_batch_size: config.workers,
+        poll_interval: Duration::from_millis(500),
+        receive_wait: Duration::from_millis(200),
+        sweeper: None,
+        retention: None,
+        reconciler: None,
+        ..WorkerConfig::default()
+    };
+    let mut worker = Worker::new(pool.clone(), registry(runs), worker_config);
+    let mut relay = None;
+    if let Some(transport) = &path.transport {
+        worker = worker.with_transport(transport.clone());
+        relay = Some(tokio::spawn(
+            Relay::new(
+                pool.clone(),
+                transport.clone(),
+                RelayConfig {
+                    batch_size: 1000,
+                    poll_interval: Duration::from_millis(200),
+                    ..RelayConfig::default()
+                },
+            )
+            .run(shutdown.clone()),
+        ));
+    }
+    Running {
+        worker: tokio::spawn(worker.run(shutdown.clone())),
+        shutdown,
+        relay,
+    }
+}
+
+impl Running {
+    async fn stop(self) -> Result<()> {
+        self.shutdown.cancel();
+        self.worker.await??;
+        if let Some(relay) = self.relay {
+            relay.await??;
+        }
+        Ok(())
+    }
+}
+
+async fn wait_for_queue(pool: &PgPool, queue: &str, jobs: usize, timeout: Duration) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let done: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM jobs WHERE queue = $1 AND finished_at IS NOT NULL",
+        )
+        .bind(queue)
+        .fetch_one(pool)
+        .await?;
+        if done as usize >= jobs {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("{done} of {jobs} jobs finished within {timeout:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Jobs of `queue` that did not end SUCCEEDED after exactly one run.
+async fn lost_or_repeated(pool: &PgPool, queue: &str, runs: &Runs, jobs: usize) -> Result<usize> {
+    let good: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM jobs WHERE queue = $1 AND state = 'SUCCEEDED' AND attempt_count = 1",
+    )
+    .bind(queue)
+    .fetch_one(pool)
+    .await?;
+    let runs = runs
+        .0
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let repeated = runs.values().filter(|n| **n != 1).count();
+    Ok(jobs.saturating_sub(good as usize) + repeated)
+}
+
+/// Connections for one run (worker, relay, producers), closed at its end so
+/// that their statistics reach `pg_stat_database`.
+async fn run_pool(pool: &PgPool, config: &BenchConfig) -> Result<PgPool> {
+    Ok(sqlx::postgres::PgPoolOptions::new()
+        .max_connections((config.producers + 12) as u32)
+        .connect_with((*pool.connect_options()).clone())
+        .await?)
+}
+
+/// Drain: enqueue all jobs first, then time the worker (and relay).
+pub async fn drain(pool: &PgPool, path: &PathUnderTest, config: &BenchConfig) -> Result<RunResult> {
+    let (queue, _) = fresh_queue(pool, path, "drain").await?;
+    let jobs: Vec<NewJob> = (0..path.jobs)
+        .map(|i| NewJob::new("bench_noop", payload(config, i)).with_queue(&queue))
+        .collect();
+    for chunk in jobs.chunks(1000) {
+        jobwire_core::enqueue_many(pool, chunk).await?;
+    }
+    let runs = Runs::default();
+    let work = run_pool(pool, config).await?;
+    let before = counters(pool).await?;
+    let started = Instant::now();
+    let running = start(&work, path, &queue, config, &runs);
+    wait_for_queue(pool, &queue, path.jobs, config.timeout)
+        .await
+        .with_context(|| format!("{} drain", path.name))?;
+    let seconds = started.elapsed().as_secs_f64();
+    running.stop().await?;
+    work.close().await;
+    let after = counters(pool).await?;
+    Ok(RunResult {
+        jobs: path.jobs,
+        seconds,
+        jobs_per_second: path.jobs as f64 / seconds,
+        cost: cost(before, after, path.jobs),
+        lost_or_repeated: lost_or_repeated(pool, &queue, &runs, path.jobs).await?,
+    })
+}
+
+/// End to end: producers enqueue each job with a business row in its own
+/// transaction while the worker runs.
+pub async fn end_to_end(
+    pool: &PgPool,
+    path: &PathUnderTest,
+    config: &BenchConfig,
+) -> Result<RunResult> {
+    sqlx::query("CREATE TABLE IF NOT EXISTS bench_orders (id uuid PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT now())")
+        .execute(pool)
+        .await?;
+    let (queue, _) = fresh_queue(pool, path, "e2e").await?;
+    let runs = Runs::default();
+    let work = run_pool(pool, config).await?;
+    let before = counters(pool).await?;
+    let started = Instant::now();
+    let running = start(&work, path, &queue, config, &runs);
+    let mut producers = tokio::task::JoinSet::new();
+    let per_producer = path.jobs.div_ceil(config.producers.max(1));
+    for producer in 0..config.producers.max(1) {
+        let (pool, queue, config) = (work.clone(), queue.clone(), config.clone());
+        let count = per_producer.min(path.jobs.saturating_sub(producer * per_producer));
+        producers.spawn(async move {
+            for i in 0..count {
+                let order = Uuid::now_v7();
+                let mut tx = pool.begin().await?;
+                sqlx::query("INSERT INTO bench_orders (id) VALUES ($1)")
+                    .bind(order)
+                    .execute(&mut *tx)
+                    .await?;
+                jobwire_core::Enqueuer::default()
+                    .enqueue_on(
+                        &mut tx,
+                        &NewJob::new("bench_noop", payload(&config, producer * per_producer + i))
+                            .with_queue(&queue),
+                    )
+                    .await?;
+                tx.commit().await?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(done) = producers.join_next().await {
+        done??;
+    }
+    wait_for_queue(pool, &queue, path.jobs, config.timeout)
+        .await
+        .with_context(|| format!("{} end to end", path.name))?;
+    let seconds = started.elapsed().as_secs_f64();
+    running.stop().await?;
+    work.close().await;
+    let after = counters(pool).await?;
+    Ok(RunResult {
+        jobs: path.jobs,
+        seconds,
+        jobs_per_second: path.jobs as f64 / seconds,
+        cost: cost(before, after, path.jobs),
+        lost_or_repeated: lost_or_repeated(pool, &queue, &runs, path.jobs).await?,
+    })
+}
+
+/// Run every measurement for every path, one path at a time.
+pub async fn run(
+    pool: &PgPool,
+    paths: &[PathUnderTest],
+    config: &BenchConfig,
+) -> Result<Vec<PathReport>> {
+    let mut reports = Vec::new();
+    for path in paths {
+        tracing::info!(path = %path.name, jobs = path.jobs, "bench: drain");
+        let drain = drain(pool, path, config).await?;
+        tracing::info!(path = %path.name, jobs = path.jobs, "bench: end to end");
+        let end_to_end = end_to_end(pool, path, config).await?;
+        reports.push(PathReport {
+            path: path.name.clone(),
+            drain,
+            end_to_end,
+        });
+    }
+    Ok(reports)
+}
+
+/// The report as a text table.
+pub fn table(environment: &Environment, reports: &[PathReport]) -> String {
+    let mut out = format!(
+        "jobwire bench: {} cores, PostgreSQL {}, synchronous_commit={}, fsync={}, {} build\n\n",
+        environment.cores,
+        environment.postgres,
+        environment.synchronous_commit,
+        environment.fsync,
+        environment.build
+    );
+    out.push_str(&format!(
+        "{:<10} {:>7} {:>12} {:>12} {:>13} {:>14} {:>12} {:>7}\n",
+        "path", "jobs", "drain/s", "e2e/s", "commits/job", "WAL bytes/job", "rows/job", "bad"
+    ));
+    for report in reports {
+        out.push_str(&format!(
+            "{:<10} {:>7} {:>12.0} {:>12.0} {:>13.3} {:>14.0} {:>12.1} {:>7}\n",
+            report.path,
+            report.drain.jobs,
+            report.drain.jobs_per_second,
+            report.end_to_end.jobs_per_second,
+            report.drain.cost.commits_per_job,
+            report.drain.cost.wal_bytes_per_job,
+            report.drain.cost.rows_written_per_job,
+            report.drain.lost_or_repeated + report.end_to_end.lost_or_repeated,
+        ));
+    }
+    out.push_str("\ncommits, WAL and rows per job are for the drain run; bad = jobs lost or run more than once (must be 0)\n");
+    out
+}
