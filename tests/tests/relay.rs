@@ -403,3 +403,74 @@ async fn a_relay_refuses_settings_that_cannot_work(pool: PgPool) {
         .unwrap_err();
     assert!(err.to_string().contains("batch_size"), "{err}");
 }
+
+/// A transport whose publish never returns: a relay process frozen or
+/// partitioned in the middle of a pass.
+struct Hanging;
+
+#[async_trait::async_trait]
+impl Transport for Hanging {
+    fn name(&self) -> &'static str {
+        "hanging"
+    }
+
+    fn capabilities(&self) -> jobwire_transport::Capabilities {
+        MemoryTransport::default().capabilities()
+    }
+
+    async fn publish(
+        &self,
+        batch: &[jobwire_transport::Envelope],
+    ) -> Vec<Result<(), jobwire_transport::PublishError>> {
+        std::future::pending::<()>().await;
+        batch.iter().map(|_| Ok(())).collect()
+    }
+
+    async fn subscribe(
+        &self,
+        _topic: &str,
+        _options: &SubscribeOptions,
+    ) -> Result<Box<dyn jobwire_transport::Subscriber>, jobwire_transport::TransportError> {
+        Err(jobwire_transport::TransportError::Refused("hanging".into()))
+    }
+
+    async fn close(&self) -> Result<(), jobwire_transport::TransportError> {
+        Ok(())
+    }
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn rows_held_by_a_stuck_relay_go_to_another_after_the_transaction_timeout(pool: PgPool) {
+    let ids = write_outbox_rows(&pool, "stuck", 20, 1).await.unwrap();
+    let config = RelayConfig {
+        transaction_timeout: Duration::from_millis(500),
+        ..fast_config()
+    };
+    let stuck = RunningRelay::start(&pool, Arc::new(Hanging), config.clone());
+    // The stuck relay has taken the rows (they are locked, not published).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let lag = jobwire_core::outbox_lag(&pool).await.unwrap();
+        let left = outbox_len(&pool).await.unwrap();
+        if left == 20 && lag.is_zero() {
+            break; // due rows exist, but every one is locked
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "stuck relay never took the rows"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let memory = MemoryTransport::default();
+    let mut subscriber = memory
+        .subscribe("stuck", &SubscribeOptions::default())
+        .await
+        .unwrap();
+    let healthy = RunningRelay::start(&pool, Arc::new(memory.clone()), config);
+    let received = drain_subscriber(subscriber.as_mut(), ids.len(), Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(received.len(), 20);
+    healthy.stop().await;
+    stuck.handle.abort();
+}

@@ -48,6 +48,14 @@ pub struct PathUnderTest {
 pub struct BenchConfig {
     /// Worker slots.
     pub workers: usize,
+    /// Open-loop arrival rate (jobs/s) for the latency run.
+    pub rate: u32,
+    /// How long the latency run (and the urgent stream) lasts.
+    pub rate_duration: Duration,
+    /// Bulk jobs queued before the urgent stream starts.
+    pub burst_jobs: usize,
+    /// Urgent jobs per second during the burst run.
+    pub urgent_rate: u32,
     /// Producers in the end-to-end run.
     pub producers: usize,
     /// Bytes of filler in each job's payload.
@@ -60,6 +68,10 @@ impl Default for BenchConfig {
     fn default() -> Self {
         BenchConfig {
             workers: 64,
+            rate: 1000,
+            rate_duration: Duration::from_secs(10),
+            burst_jobs: 100_000,
+            urgent_rate: 50,
             producers: 8,
             payload_bytes: 100,
             timeout: Duration::from_secs(600),
@@ -94,6 +106,31 @@ pub struct RunResult {
     pub lost_or_repeated: usize,
 }
 
+/// Latency percentiles in milliseconds, from the database's timestamps:
+/// `created_at` (enqueue), the claim (`heartbeat_at` of a job that finished
+/// before its first heartbeat) and `finished_at`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, sqlx::FromRow)]
+pub struct Latency {
+    /// Jobs measured.
+    pub jobs: i64,
+    /// Enqueue to start, median.
+    pub start_p50_ms: f64,
+    /// Enqueue to start, 95th percentile.
+    pub start_p95_ms: f64,
+    /// Enqueue to start, 99th percentile.
+    pub start_p99_ms: f64,
+    /// Enqueue to start, worst.
+    pub start_max_ms: f64,
+    /// Enqueue to finish, median.
+    pub finish_p50_ms: f64,
+    /// Enqueue to finish, 95th percentile.
+    pub finish_p95_ms: f64,
+    /// Enqueue to finish, 99th percentile.
+    pub finish_p99_ms: f64,
+    /// Enqueue to finish, worst.
+    pub finish_max_ms: f64,
+}
+
 /// Everything measured for one path.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PathReport {
@@ -103,6 +140,10 @@ pub struct PathReport {
     pub drain: RunResult,
     /// Producers in business transactions.
     pub end_to_end: RunResult,
+    /// Open-loop arrivals at a steady rate.
+    pub steady_rate: Latency,
+    /// Urgent jobs on their own queue while a bulk backlog drains.
+    pub urgent_under_burst: Latency,
 }
 
 /// The machine and database settings the numbers were taken on.
@@ -233,16 +274,37 @@ fn start(
     config: &BenchConfig,
     runs: &Runs,
 ) -> Running {
+    start_queues(
+        pool,
+        path,
+        vec![QueueConfig::new(queue, config.workers)],
+        config,
+        runs,
+    )
+}
+
+fn start_queues(
+    pool: &PgPool,
+    path: &PathUnderTest,
+    queues: Vec<QueueConfig>,
+    config: &BenchConfig,
+    runs: &Runs,
+) -> Running {
     let shutdown = CancellationToken::new();
     let worker_config = WorkerConfig {
         runtime: RuntimeConfig::default(),
-        queues: vec![QueueConfig::new(queue, config.workers)],
+        queues,
         claim_batch_size: config.workers,
         poll_interval: Duration::from_millis(500),
         receive_wait: Duration::from_millis(200),
         sweeper: None,
         retention: None,
         reconciler: None,
+        // A consumer group of its own: no run waits on another's members.
+        subscribe: jobwire_transport::SubscribeOptions {
+            group: format!("bench-{}", Uuid::new_v4().simple()),
+            ..jobwire_transport::SubscribeOptions::default()
+        },
         ..WorkerConfig::default()
     };
     let mut worker = Worker::new(pool.clone(), registry(runs), worker_config);
@@ -414,6 +476,122 @@ pub async fn end_to_end(
     })
 }
 
+async fn latency(pool: &PgPool, queue: &str) -> Result<Latency> {
+    Ok(sqlx::query_as(
+        "WITH t AS (
+            SELECT extract(epoch FROM heartbeat_at - created_at) * 1000 AS start_ms,
+                   extract(epoch FROM finished_at - created_at) * 1000 AS finish_ms
+            FROM jobs WHERE queue = $1 AND state = 'SUCCEEDED')
+         SELECT count(*) AS jobs,
+                coalesce(percentile_cont(0.50) WITHIN GROUP (ORDER BY start_ms), 0)::float8 AS start_p50_ms,
+                coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY start_ms), 0)::float8 AS start_p95_ms,
+                coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY start_ms), 0)::float8 AS start_p99_ms,
+                coalesce(max(start_ms), 0)::float8 AS start_max_ms,
+                coalesce(percentile_cont(0.50) WITHIN GROUP (ORDER BY finish_ms), 0)::float8 AS finish_p50_ms,
+                coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY finish_ms), 0)::float8 AS finish_p95_ms,
+                coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY finish_ms), 0)::float8 AS finish_p99_ms,
+                coalesce(max(finish_ms), 0)::float8 AS finish_max_ms
+         FROM t",
+    )
+    .bind(queue)
+    .fetch_one(pool)
+    .await?)
+}
+
+/// Enqueue one job per tick at `rate` for `duration` (open loop: a slow
+/// enqueue does not delay the next one). Returns how many were enqueued.
+async fn arrivals(
+    pool: &PgPool,
+    queue: &str,
+    rate: u32,
+    duration: Duration,
+    config: &BenchConfig,
+) -> Result<usize> {
+    let mut ticker = tokio::time::interval(Duration::from_secs(1) / rate.max(1));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let total = (rate as u64 * duration.as_millis() as u64 / 1000) as usize;
+    let mut enqueues = tokio::task::JoinSet::new();
+    for i in 0..total {
+        ticker.tick().await;
+        let (pool, job) = (
+            pool.clone(),
+            NewJob::new("bench_noop", payload(config, i)).with_queue(queue),
+        );
+        enqueues.spawn(async move { jobwire_core::enqueue(&pool, &job).await });
+    }
+    while let Some(done) = enqueues.join_next().await {
+        done??;
+    }
+    Ok(total)
+}
+
+/// Latency at a steady arrival rate.
+pub async fn steady_rate(
+    pool: &PgPool,
+    path: &PathUnderTest,
+    config: &BenchConfig,
+) -> Result<Latency> {
+    let (queue, _) = fresh_queue(pool, path, "rate").await?;
+    let runs = Runs::default();
+    let work = run_pool(pool, config).await?;
+    let running = start(&work, path, &queue, config, &runs);
+    // Let the worker (and a broker consumer's group) settle before the clock runs.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let total = arrivals(&work, &queue, config.rate, config.rate_duration, config).await?;
+    wait_for_queue(pool, &queue, total, config.timeout)
+        .await
+        .with_context(|| format!("{} steady rate", path.name))?;
+    running.stop().await?;
+    work.close().await;
+    latency(pool, &queue).await
+}
+
+/// Urgent jobs at a steady rate on their own queue (own slots), while a
+/// bulk backlog of `burst_jobs` drains on the same path.
+pub async fn urgent_under_burst(
+    pool: &PgPool,
+    path: &PathUnderTest,
+    config: &BenchConfig,
+) -> Result<Latency> {
+    let (bulk, _) = fresh_queue(pool, path, "bulk").await?;
+    let (urgent, _) = fresh_queue(pool, path, "urgent").await?;
+    let jobs: Vec<NewJob> = (0..config.burst_jobs)
+        .map(|i| NewJob::new("bench_noop", payload(config, i)).with_queue(&bulk))
+        .collect();
+    for chunk in jobs.chunks(1000) {
+        jobwire_core::enqueue_many(pool, chunk).await?;
+    }
+    let runs = Runs::default();
+    let work = run_pool(pool, config).await?;
+    let running = start_queues(
+        &work,
+        path,
+        vec![
+            QueueConfig::new(&bulk, config.workers),
+            QueueConfig::new(&urgent, 8),
+        ],
+        config,
+        &runs,
+    );
+    let total = arrivals(
+        &work,
+        &urgent,
+        config.urgent_rate,
+        config.rate_duration,
+        config,
+    )
+    .await?;
+    wait_for_queue(pool, &urgent, total, config.timeout)
+        .await
+        .with_context(|| format!("{} urgent", path.name))?;
+    wait_for_queue(pool, &bulk, config.burst_jobs, config.timeout)
+        .await
+        .with_context(|| format!("{} bulk", path.name))?;
+    running.stop().await?;
+    work.close().await;
+    latency(pool, &urgent).await
+}
+
 /// Run every measurement for every path, one path at a time.
 pub async fn run(
     pool: &PgPool,
@@ -426,10 +604,16 @@ pub async fn run(
         let drain = drain(pool, path, config).await?;
         tracing::info!(path = %path.name, jobs = path.jobs, "bench: end to end");
         let end_to_end = end_to_end(pool, path, config).await?;
+        tracing::info!(path = %path.name, rate = config.rate, "bench: steady rate");
+        let steady_rate = steady_rate(pool, path, config).await?;
+        tracing::info!(path = %path.name, bulk = config.burst_jobs, "bench: urgent under burst");
+        let urgent_under_burst = urgent_under_burst(pool, path, config).await?;
         reports.push(PathReport {
             path: path.name.clone(),
             drain,
             end_to_end,
+            steady_rate,
+            urgent_under_burst,
         });
     }
     Ok(reports)
@@ -462,6 +646,30 @@ pub fn table(environment: &Environment, reports: &[PathReport]) -> String {
             report.drain.lost_or_repeated + report.end_to_end.lost_or_repeated,
         ));
     }
-    out.push_str("\ncommits, WAL and rows per job are for the drain run; bad = jobs lost or run more than once (must be 0)\n");
+    out.push_str("\ncommits, WAL and rows per job are for the drain run; bad = jobs lost or run more than once (must be 0)\n\n");
+    out.push_str(&format!(
+        "{:<10} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} | {:>8} {:>10} {:>10}\n",
+        "latency",
+        "jobs",
+        "start p50",
+        "start p95",
+        "start p99",
+        "start max",
+        "end p50",
+        "end p99",
+        "urgent",
+        "urg p95",
+        "urg p99"
+    ));
+    for report in reports {
+        let (rate, urgent) = (&report.steady_rate, &report.urgent_under_burst);
+        out.push_str(&format!(
+            "{:<10} {:>7} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} | {:>8} {:>10.1} {:>10.1}\n",
+            report.path, rate.jobs, rate.start_p50_ms, rate.start_p95_ms, rate.start_p99_ms,
+            rate.start_max_ms, rate.finish_p50_ms, rate.finish_p99_ms, urgent.jobs,
+            urgent.start_p95_ms, urgent.start_p99_ms
+        ));
+    }
+    out.push_str("\nlatency in ms, enqueue -> start and enqueue -> finish, from the database's own timestamps; urgent = enqueue -> start of urgent jobs while the bulk backlog drains\n");
     out
 }

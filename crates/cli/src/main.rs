@@ -100,6 +100,18 @@ struct BenchArgs {
     /// Filler bytes per job payload.
     #[arg(long, default_value_t = 100)]
     payload_bytes: usize,
+    /// Open-loop arrival rate (jobs/s) of the latency run.
+    #[arg(long, default_value_t = 1000)]
+    rate: u32,
+    /// Seconds the latency run and the urgent stream last.
+    #[arg(long, default_value_t = 10)]
+    rate_seconds: u64,
+    /// Bulk jobs queued before the urgent stream starts.
+    #[arg(long, default_value_t = 100_000)]
+    burst_jobs: usize,
+    /// Urgent jobs per second during the burst run.
+    #[arg(long, default_value_t = 50)]
+    urgent_rate: u32,
     /// Also write the results as JSON to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -426,6 +438,10 @@ async fn bench(pool: PgPool, args: BenchArgs) -> Result<()> {
         workers: args.workers,
         producers: args.producers,
         payload_bytes: args.payload_bytes,
+        rate: args.rate,
+        rate_duration: Duration::from_secs(args.rate_seconds),
+        burst_jobs: args.burst_jobs,
+        urgent_rate: args.urgent_rate,
         ..jobwire_bench::BenchConfig::default()
     };
     let environment = jobwire_bench::environment(&pool).await?;

@@ -14,10 +14,16 @@ use common::FreshDatabase;
 
 const JOBWIRE: &str = env!("CARGO_BIN_EXE_jobwire");
 
+/// `jobwire run`: relay and worker in one process.
 fn run_worker(url: &str, queue: &str, worker_id: &str, sweeper: bool) -> Child {
+    spawn_worker("run", url, queue, worker_id, sweeper)
+}
+
+/// `jobwire <command>` (`run` or `worker`) on `queue`, over RabbitMQ.
+fn spawn_worker(command: &str, url: &str, queue: &str, worker_id: &str, sweeper: bool) -> Child {
     let queue_arg = format!("{queue}=4");
     let mut args = vec![
-        "run",
+        command,
         "--transport",
         "rabbitmq",
         "--queue",
@@ -40,14 +46,23 @@ fn run_worker(url: &str, queue: &str, worker_id: &str, sweeper: bool) -> Child {
         "300",
     ];
     if !sweeper {
-        args.push("--no-sweeper");
+        // The worker that will die or freeze: it sweeps and reconciles nothing.
+        args.extend(["--no-sweeper", "--no-reconciler"]);
     }
     Command::new(JOBWIRE)
         .args(args)
         .env("DATABASE_URL", url)
-        .env("RUST_LOG", "warn")
+        .env(
+            "RUST_LOG",
+            std::env::var("JOBWIRE_TEST_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(match std::env::var("JOBWIRE_TEST_LOG_DIR") {
+            Ok(dir) => {
+                Stdio::from(std::fs::File::create(format!("{dir}/{worker_id}.log")).unwrap())
+            }
+            Err(_) => Stdio::null(),
+        })
         .spawn()
         .unwrap()
 }
@@ -146,7 +161,16 @@ async fn a_stale_worker_that_wakes_up_late_changes_nothing() {
     let db = FreshDatabase::create().await;
     let pool = db.pool().await;
     let queue = format!("stale{}", &Uuid::new_v4().simple().to_string()[..8]);
-    let sleeper = run_worker(&db.url, &queue, "sleeper", false);
+    // The process that will freeze runs only a worker (no relay, no
+    // reconciler): what it holds when frozen is exactly a worker's state.
+    let mut relay = Command::new(JOBWIRE)
+        .args(["relay", "--transport", "rabbitmq", "--poll-ms", "200"])
+        .env("DATABASE_URL", &db.url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let sleeper = spawn_worker("worker", &db.url, &queue, "sleeper", false);
     wait_until(
         &pool,
         "queue declared",
@@ -191,6 +215,8 @@ async fn a_stale_worker_that_wakes_up_late_changes_nothing() {
     let output = sleeper.wait_with_output().unwrap();
     signal(&rescuer, "TERM");
     rescuer.wait().unwrap();
+    relay.kill().unwrap();
+    relay.wait().unwrap();
 
     let stdout = String::from_utf8_lossy(&output.stdout);
     let report: serde_json::Value = stdout

@@ -87,6 +87,10 @@ pub struct RelayConfig {
     pub topics: TopicMap,
     /// Ordering mode.
     pub ordering: KeyOrdering,
+    /// Longest a pass's transaction may sit idle (waiting on the broker)
+    /// while it holds its rows; past it the database ends the session and
+    /// the rows go to another relay.
+    pub transaction_timeout: Duration,
 }
 
 impl Default for RelayConfig {
@@ -100,6 +104,7 @@ impl Default for RelayConfig {
             max_backoff: Duration::from_secs(30),
             topics: TopicMap::default(),
             ordering: KeyOrdering::Unordered,
+            transaction_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -119,6 +124,9 @@ impl RelayConfig {
         }
         if self.poll_interval.is_zero() || self.min_backoff.is_zero() {
             return fail("poll_interval and min_backoff must be positive");
+        }
+        if self.transaction_timeout < Duration::from_millis(100) {
+            return fail("transaction_timeout must be at least 100 ms");
         }
         if let KeyOrdering::PerKey { shards } = self.ordering
             && shards == 0
@@ -280,6 +288,10 @@ impl Relay {
     /// One pass over the rows due now (in `shards` when ordering by key).
     async fn pass(&self, shards: Option<&[i64]>) -> Result<PassOutcome, RelayError> {
         let mut tx = self.pool.begin().await?;
+        sqlx::query(include_str!("../sql/transaction_timeout.sql"))
+            .bind(format!("{}ms", self.config.transaction_timeout.as_millis()))
+            .execute(&mut *tx)
+            .await?;
         let rows: Vec<OutboxRow> = match (shards, self.config.ordering) {
             (Some(held), KeyOrdering::PerKey { shards }) => {
                 sqlx::query_as(include_str!("../sql/claim_due_ordered.sql"))
