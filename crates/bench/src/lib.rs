@@ -395,25 +395,68 @@ pub async fn drain(pool: &PgPool, path: &PathUnderTest, config: &BenchConfig) ->
     for chunk in jobs.chunks(1000) {
         jobwire_core::enqueue_many(pool, chunk).await?;
     }
-    let runs = Runs::default();
-    let work = run_pool(pool, config).await?;
-    let before = counters(pool).await?;
-    let started = Instant::now();
-    let running = start(&work, path, &queue, config, &runs);
-    wait_for_queue(pool, &queue, path.jobs, config.timeout)
+    Measurement::begin(pool, path, queue, config)
+        .await?
+        .finish(pool, path, config, "drain")
         .await
-        .with_context(|| format!("{} drain", path.name))?;
-    let seconds = started.elapsed().as_secs_f64();
-    running.stop().await?;
-    work.close().await;
-    let after = counters(pool).await?;
-    Ok(RunResult {
-        jobs: path.jobs,
-        seconds,
-        jobs_per_second: path.jobs as f64 / seconds,
-        cost: cost(before, after, path.jobs),
-        lost_or_repeated: lost_or_repeated(pool, &queue, &runs, path.jobs).await?,
-    })
+}
+
+/// A timed run: connections of its own, the counters at its start, and the
+/// worker (and relay) it measures.
+struct Measurement {
+    work: PgPool,
+    runs: Runs,
+    queue: String,
+    before: Counters,
+    started: Instant,
+    running: Running,
+}
+
+impl Measurement {
+    async fn begin(
+        pool: &PgPool,
+        path: &PathUnderTest,
+        queue: String,
+        config: &BenchConfig,
+    ) -> Result<Self> {
+        let runs = Runs::default();
+        let work = run_pool(pool, config).await?;
+        let before = counters(pool).await?;
+        let started = Instant::now();
+        let running = start(&work, path, &queue, config, &runs);
+        Ok(Measurement {
+            work,
+            runs,
+            queue,
+            before,
+            started,
+            running,
+        })
+    }
+
+    /// Wait for every job, stop, and read the cost.
+    async fn finish(
+        self,
+        pool: &PgPool,
+        path: &PathUnderTest,
+        config: &BenchConfig,
+        label: &str,
+    ) -> Result<RunResult> {
+        wait_for_queue(pool, &self.queue, path.jobs, config.timeout)
+            .await
+            .with_context(|| format!("{} {label}", path.name))?;
+        let seconds = self.started.elapsed().as_secs_f64();
+        self.running.stop().await?;
+        self.work.close().await;
+        let after = counters(pool).await?;
+        Ok(RunResult {
+            jobs: path.jobs,
+            seconds,
+            jobs_per_second: path.jobs as f64 / seconds,
+            cost: cost(self.before, after, path.jobs),
+            lost_or_repeated: lost_or_repeated(pool, &self.queue, &self.runs, path.jobs).await?,
+        })
+    }
 }
 
 /// End to end: producers enqueue each job with a business row in its own
@@ -427,15 +470,11 @@ pub async fn end_to_end(
         .execute(pool)
         .await?;
     let (queue, _) = fresh_queue(pool, path, "e2e").await?;
-    let runs = Runs::default();
-    let work = run_pool(pool, config).await?;
-    let before = counters(pool).await?;
-    let started = Instant::now();
-    let running = start(&work, path, &queue, config, &runs);
+    let measurement = Measurement::begin(pool, path, queue.clone(), config).await?;
     let mut producers = tokio::task::JoinSet::new();
     let per_producer = path.jobs.div_ceil(config.producers.max(1));
     for producer in 0..config.producers.max(1) {
-        let (pool, queue, config) = (work.clone(), queue.clone(), config.clone());
+        let (pool, queue, config) = (measurement.work.clone(), queue.clone(), config.clone());
         let count = per_producer.min(path.jobs.saturating_sub(producer * per_producer));
         producers.spawn(async move {
             for i in 0..count {
@@ -460,20 +499,7 @@ pub async fn end_to_end(
     while let Some(done) = producers.join_next().await {
         done??;
     }
-    wait_for_queue(pool, &queue, path.jobs, config.timeout)
-        .await
-        .with_context(|| format!("{} end to end", path.name))?;
-    let seconds = started.elapsed().as_secs_f64();
-    running.stop().await?;
-    work.close().await;
-    let after = counters(pool).await?;
-    Ok(RunResult {
-        jobs: path.jobs,
-        seconds,
-        jobs_per_second: path.jobs as f64 / seconds,
-        cost: cost(before, after, path.jobs),
-        lost_or_repeated: lost_or_repeated(pool, &queue, &runs, path.jobs).await?,
-    })
+    measurement.finish(pool, path, config, "end to end").await
 }
 
 async fn latency(pool: &PgPool, queue: &str) -> Result<Latency> {
