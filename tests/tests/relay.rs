@@ -474,3 +474,84 @@ async fn rows_held_by_a_stuck_relay_go_to_another_after_the_transaction_timeout(
     healthy.stop().await;
     stuck.handle.abort();
 }
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn topic_lanes_split_the_outbox_between_relays(pool: PgPool) {
+    let (bulk, urgent) = (unique("lane-bulk"), unique("lane-urgent"));
+    let transport = rabbit();
+    let options = SubscribeOptions::default();
+    let mut bulk_messages = transport.subscribe(&bulk, &options).await.unwrap();
+    let mut urgent_messages = transport.subscribe(&urgent, &options).await.unwrap();
+    write_outbox_rows(&pool, &bulk, 3000, 10).await.unwrap();
+    write_outbox_rows(&pool, &urgent, 5, 5).await.unwrap();
+
+    // The urgent lane publishes its topic at once and leaves the backlog.
+    let lane = RunningRelay::start(
+        &pool,
+        transport.clone(),
+        RelayConfig {
+            lane: jobwire_relay::TopicLane::Only(vec![urgent.clone()]),
+            ..fast_config()
+        },
+    );
+    let got = drain_subscriber(urgent_messages.as_mut(), 5, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 5);
+    let report = lane.stop().await;
+    assert_eq!(report.published, 5, "{report:?}");
+    assert_eq!(outbox_len(&pool).await.unwrap(), 3000);
+
+    // The lane beside it drains everything else and never the urgent topic.
+    let rest = RunningRelay::start(
+        &pool,
+        transport.clone(),
+        RelayConfig {
+            lane: jobwire_relay::TopicLane::Except(vec![urgent.clone()]),
+            ..fast_config()
+        },
+    );
+    let late_urgent = write_outbox_rows(&pool, &urgent, 4, 4).await.unwrap();
+    let got = drain_subscriber(bulk_messages.as_mut(), 3000, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 3000);
+    let report = rest.stop().await;
+    assert_eq!(report.published, 3000, "{report:?}");
+    let left: Vec<i64> = sqlx::query_scalar("SELECT id FROM job_outbox ORDER BY id")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(left, late_urgent);
+    for subscriber in [&mut bulk_messages, &mut urgent_messages] {
+        subscriber.close().await.unwrap();
+    }
+    transport.close().await.unwrap();
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_relay_refuses_lanes_that_cannot_work(pool: PgPool) {
+    for (lane, ordering, complaint) in [
+        (
+            jobwire_relay::TopicLane::Only(Vec::new()),
+            KeyOrdering::Unordered,
+            "drain nothing",
+        ),
+        (
+            jobwire_relay::TopicLane::Except(vec!["bulk".into()]),
+            KeyOrdering::PerKey { shards: 4 },
+            "unordered mode only",
+        ),
+    ] {
+        let config = RelayConfig {
+            lane,
+            ordering,
+            ..RelayConfig::default()
+        };
+        let err = Relay::new(pool.clone(), Arc::new(MemoryTransport::default()), config)
+            .run(CancellationToken::new())
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains(complaint), "{err}");
+    }
+}

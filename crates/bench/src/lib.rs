@@ -7,6 +7,11 @@
 //!   broker, the relay) started: jobs/s until all are SUCCEEDED;
 //! - **end to end**: concurrent producers, each job in a business
 //!   transaction of its own (a business row + the job), until all succeed;
+//!   and the same with a batch of business rows + jobs per transaction;
+//! - **latency at a steady rate** (open loop) and for **urgent jobs while a
+//!   bulk backlog drains**, from the database's own timestamps;
+//! - for broker paths, the **relay alone** (a backlog of outbox rows to the
+//!   broker) and the **outbox lag** at a steady rate;
 //! - **database cost** of the drain: commits (`xact_commit` delta), WAL bytes
 //!   (`pg_current_wal_lsn` delta) and rows written per job, from PostgreSQL's
 //!   own statistics;
@@ -16,16 +21,22 @@
 //! Every run uses queues of its own, so runs do not disturb each other.
 #![warn(missing_docs)]
 
+mod relay_runs;
+mod report;
+
+pub use relay_runs::{OutboxLag, RelayRun, outbox_lag, relay_alone};
+pub use report::{chart_svg, table};
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use jobwire_consumer::{
     HandlerRegistry, JobContext, QueueConfig, RuntimeConfig, Worker, WorkerConfig,
 };
 use jobwire_core::{Dispatch, NewJob};
-use jobwire_relay::{Relay, RelayConfig};
+use jobwire_relay::{Relay, RelayConfig, TopicLane};
 use jobwire_transport::Transport;
 use serde::Serialize;
 use sqlx::PgPool;
@@ -41,6 +52,8 @@ pub struct PathUnderTest {
     pub transport: Option<Arc<dyn Transport>>,
     /// Jobs for this path (SQS against an emulator is scaled down).
     pub jobs: usize,
+    /// Outbox rows for the relay-alone run.
+    pub relay_rows: usize,
 }
 
 /// Workload settings.
@@ -60,8 +73,18 @@ pub struct BenchConfig {
     pub producers: usize,
     /// Bytes of filler in each job's payload.
     pub payload_bytes: usize,
+    /// Jobs (and business rows) per transaction in the batched end-to-end run.
+    pub enqueue_batch: usize,
+    /// Outbox rows per relay pass.
+    pub relay_batch_size: usize,
+    /// Relay drain tasks.
+    pub relay_concurrency: usize,
+    /// Outbox rows per second in the outbox-lag run.
+    pub lag_rate: u32,
     /// Give up on a run after this long.
     pub timeout: Duration,
+    /// Draw progress bars on a terminal.
+    pub progress: bool,
 }
 
 impl Default for BenchConfig {
@@ -74,7 +97,12 @@ impl Default for BenchConfig {
             urgent_rate: 50,
             producers: 8,
             payload_bytes: 100,
+            enqueue_batch: 100,
+            relay_batch_size: 1000,
+            relay_concurrency: 2,
+            lag_rate: 1000,
             timeout: Duration::from_secs(600),
+            progress: true,
         }
     }
 }
@@ -129,6 +157,10 @@ pub struct Latency {
     pub finish_p99_ms: f64,
     /// Enqueue to finish, worst.
     pub finish_max_ms: f64,
+    /// Urgent-under-burst only: bulk jobs still unfinished when the last
+    /// urgent job finished (0 would mean the backlog was gone too soon).
+    #[sqlx(default)]
+    pub bulk_left_at_end: i64,
 }
 
 /// Everything measured for one path.
@@ -138,12 +170,27 @@ pub struct PathReport {
     pub path: String,
     /// Drain of pre-enqueued jobs.
     pub drain: RunResult,
-    /// Producers in business transactions.
+    /// Producers, one business transaction per job.
     pub end_to_end: RunResult,
+    /// Producers, `enqueue_batch` jobs per business transaction.
+    pub end_to_end_batched: RunResult,
     /// Open-loop arrivals at a steady rate.
     pub steady_rate: Latency,
     /// Urgent jobs on their own queue while a bulk backlog drains.
     pub urgent_under_burst: Latency,
+    /// The relay alone (broker paths).
+    pub relay_alone: Option<RelayRun>,
+    /// Outbox insert → delivery at a steady rate (broker paths).
+    pub outbox_lag: Option<OutboxLag>,
+}
+
+impl PathReport {
+    /// Jobs lost or run more than once over the throughput runs (must be 0).
+    pub fn lost_or_repeated(&self) -> usize {
+        self.drain.lost_or_repeated
+            + self.end_to_end.lost_or_repeated
+            + self.end_to_end_batched.lost_or_repeated
+    }
 }
 
 /// The machine and database settings the numbers were taken on.
@@ -151,12 +198,19 @@ pub struct PathReport {
 pub struct Environment {
     /// CPU cores.
     pub cores: usize,
+    /// CPU model, where the system says.
+    pub cpu: String,
     /// PostgreSQL version.
     pub postgres: String,
     /// `synchronous_commit`.
     pub synchronous_commit: String,
     /// `fsync`.
     pub fsync: String,
+    /// `wal_sync_method`.
+    pub wal_sync_method: String,
+    /// One durable single-row commit, measured (median of 200 in a row):
+    /// what one job state change per commit would cost.
+    pub durable_commit_ms: f64,
     /// Debug or release build of the harness.
     pub build: &'static str,
 }
@@ -171,9 +225,19 @@ pub async fn environment(pool: &PgPool) -> Result<Environment> {
     };
     Ok(Environment {
         cores: std::thread::available_parallelism().map_or(1, usize::from),
+        cpu: std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|info| {
+                info.lines()
+                    .find_map(|line| line.strip_prefix("model name"))
+                    .map(|rest| rest.trim_start_matches([' ', '\t', ':']).to_owned())
+            })
+            .unwrap_or_else(|| "unknown".into()),
         postgres: setting("server_version").await?,
         synchronous_commit: setting("synchronous_commit").await?,
         fsync: setting("fsync").await?,
+        wal_sync_method: setting("wal_sync_method").await?,
+        durable_commit_ms: durable_commit_ms(pool).await?,
         build: if cfg!(debug_assertions) {
             "debug"
         } else {
@@ -182,8 +246,47 @@ pub async fn environment(pool: &PgPool) -> Result<Environment> {
     })
 }
 
+/// Median time of one single-row commit, 200 in a row on one connection.
+async fn durable_commit_ms(pool: &PgPool) -> Result<f64> {
+    let mut conn = pool.acquire().await?;
+    sqlx::query("CREATE TABLE IF NOT EXISTS bench_commit_probe (at timestamptz NOT NULL)")
+        .execute(&mut *conn)
+        .await?;
+    let mut times = Vec::with_capacity(200);
+    for _ in 0..200 {
+        let started = Instant::now();
+        sqlx::query("INSERT INTO bench_commit_probe VALUES (now())")
+            .execute(&mut *conn)
+            .await?;
+        times.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    sqlx::query("TRUNCATE bench_commit_probe")
+        .execute(&mut *conn)
+        .await?;
+    times.sort_by(f64::total_cmp);
+    Ok(times[times.len() / 2])
+}
+
+/// A progress bar on stderr for a long wait (hidden off a terminal).
+pub(crate) fn progress_bar(
+    config: &BenchConfig,
+    len: usize,
+    message: String,
+) -> indicatif::ProgressBar {
+    if !config.progress {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len as u64).with_message(message);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{msg:28} [{bar:30}] {pos}/{len} {per_sec} eta {eta}",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}
+
 #[derive(Debug, Clone, Copy)]
-struct Counters {
+pub(crate) struct Counters {
     xids: i64,
     wal: i64,
     rows: i64,
@@ -192,7 +295,7 @@ struct Counters {
 /// Read the counters. Transaction ids and the WAL position are exact at
 /// once; row counts come from the statistics system, which a backend
 /// reports when it exits, so callers close the run's connections first.
-async fn counters(pool: &PgPool) -> Result<Counters> {
+pub(crate) async fn counters(pool: &PgPool) -> Result<Counters> {
     let rows: i64 = sqlx::query_scalar(
         "SELECT (tup_inserted + tup_updated + tup_deleted)::bigint
          FROM pg_stat_database WHERE datname = current_database()",
@@ -208,7 +311,7 @@ async fn counters(pool: &PgPool) -> Result<Counters> {
     Ok(Counters { xids, wal, rows })
 }
 
-fn cost(before: Counters, after: Counters, jobs: usize) -> DatabaseCost {
+pub(crate) fn cost(before: Counters, after: Counters, jobs: usize) -> DatabaseCost {
     let per = |delta: i64| delta as f64 / jobs.max(1) as f64;
     DatabaseCost {
         commits_per_job: per(after.xids - before.xids - 1),
@@ -262,9 +365,8 @@ struct Running {
     worker: tokio::task::JoinHandle<
         Result<jobwire_consumer::WorkerReport, jobwire_consumer::WorkerError>,
     >,
-    relay: Option<
-        tokio::task::JoinHandle<Result<jobwire_relay::RelayReport, jobwire_relay::RelayError>>,
-    >,
+    relays:
+        Vec<tokio::task::JoinHandle<Result<jobwire_relay::RelayReport, jobwire_relay::RelayError>>>,
 }
 
 fn start(
@@ -278,15 +380,20 @@ fn start(
         pool,
         path,
         vec![QueueConfig::new(queue, config.workers)],
+        &[],
         config,
         runs,
     )
 }
 
+/// Start a worker for `queues` and, on a broker path, the relay: one relay
+/// for every topic, or, when `dedicated_topics` are given, a lane of their
+/// own for those topics beside a relay for the rest.
 fn start_queues(
     pool: &PgPool,
     path: &PathUnderTest,
     queues: Vec<QueueConfig>,
+    dedicated_topics: &[String],
     config: &BenchConfig,
     runs: &Runs,
 ) -> Running {
@@ -308,26 +415,39 @@ fn start_queues(
         ..WorkerConfig::default()
     };
     let mut worker = Worker::new(pool.clone(), registry(runs), worker_config);
-    let mut relay = None;
+    let mut relays = Vec::new();
     if let Some(transport) = &path.transport {
         worker = worker.with_transport(transport.clone());
-        relay = Some(tokio::spawn(
-            Relay::new(
-                pool.clone(),
-                transport.clone(),
+        let relay_config = RelayConfig {
+            batch_size: config.relay_batch_size,
+            concurrency: config.relay_concurrency,
+            poll_interval: Duration::from_millis(200),
+            ..RelayConfig::default()
+        };
+        let mut lanes = vec![relay_config.clone()];
+        if !dedicated_topics.is_empty() {
+            lanes = vec![
                 RelayConfig {
-                    batch_size: 1000,
-                    poll_interval: Duration::from_millis(200),
-                    ..RelayConfig::default()
+                    lane: TopicLane::Except(dedicated_topics.to_vec()),
+                    ..relay_config.clone()
                 },
-            )
-            .run(shutdown.clone()),
-        ));
+                RelayConfig {
+                    lane: TopicLane::Only(dedicated_topics.to_vec()),
+                    concurrency: 1,
+                    ..relay_config
+                },
+            ];
+        }
+        for lane in lanes {
+            relays.push(tokio::spawn(
+                Relay::new(pool.clone(), transport.clone(), lane).run(shutdown.clone()),
+            ));
+        }
     }
     Running {
         worker: tokio::spawn(worker.run(shutdown.clone())),
         shutdown,
-        relay,
+        relays,
     }
 }
 
@@ -335,15 +455,23 @@ impl Running {
     async fn stop(self) -> Result<()> {
         self.shutdown.cancel();
         self.worker.await??;
-        if let Some(relay) = self.relay {
+        for relay in self.relays {
             relay.await??;
         }
         Ok(())
     }
 }
 
-async fn wait_for_queue(pool: &PgPool, queue: &str, jobs: usize, timeout: Duration) -> Result<()> {
-    let deadline = Instant::now() + timeout;
+/// Wait until `jobs` jobs of `queue` have finished, with a progress bar.
+async fn wait_for_queue(
+    pool: &PgPool,
+    queue: &str,
+    jobs: usize,
+    config: &BenchConfig,
+    label: String,
+) -> Result<()> {
+    let deadline = Instant::now() + config.timeout;
+    let bar = progress_bar(config, jobs, label.clone());
     loop {
         let done: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM jobs WHERE queue = $1 AND finished_at IS NOT NULL",
@@ -351,11 +479,17 @@ async fn wait_for_queue(pool: &PgPool, queue: &str, jobs: usize, timeout: Durati
         .bind(queue)
         .fetch_one(pool)
         .await?;
+        bar.set_position(done as u64);
         if done as usize >= jobs {
+            bar.finish_and_clear();
             return Ok(());
         }
         if Instant::now() > deadline {
-            bail!("{done} of {jobs} jobs finished within {timeout:?}");
+            bar.abandon();
+            bail!(
+                "{label}: {done} of {jobs} jobs finished within {:?}",
+                config.timeout
+            );
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -381,7 +515,7 @@ async fn lost_or_repeated(pool: &PgPool, queue: &str, runs: &Runs, jobs: usize) 
 /// that their statistics reach `pg_stat_database`.
 async fn run_pool(pool: &PgPool, config: &BenchConfig) -> Result<PgPool> {
     Ok(sqlx::postgres::PgPoolOptions::new()
-        .max_connections((config.producers + 12) as u32)
+        .max_connections((config.producers + 2 * config.relay_concurrency + 12) as u32)
         .connect_with((*pool.connect_options()).clone())
         .await?)
 }
@@ -389,12 +523,7 @@ async fn run_pool(pool: &PgPool, config: &BenchConfig) -> Result<PgPool> {
 /// Drain: enqueue all jobs first, then time the worker (and relay).
 pub async fn drain(pool: &PgPool, path: &PathUnderTest, config: &BenchConfig) -> Result<RunResult> {
     let (queue, _) = fresh_queue(pool, path, "drain").await?;
-    let jobs: Vec<NewJob> = (0..path.jobs)
-        .map(|i| NewJob::new("bench_noop", payload(config, i)).with_queue(&queue))
-        .collect();
-    for chunk in jobs.chunks(1000) {
-        jobwire_core::enqueue_many(pool, chunk).await?;
-    }
+    enqueue_up_front(pool, &queue, path.jobs, config).await?;
     Measurement::begin(pool, path, queue, config)
         .await?
         .finish(pool, path, config, "drain")
@@ -442,9 +571,14 @@ impl Measurement {
         config: &BenchConfig,
         label: &str,
     ) -> Result<RunResult> {
-        wait_for_queue(pool, &self.queue, path.jobs, config.timeout)
-            .await
-            .with_context(|| format!("{} {label}", path.name))?;
+        wait_for_queue(
+            pool,
+            &self.queue,
+            path.jobs,
+            config,
+            format!("{} {label}", path.name),
+        )
+        .await?;
         let seconds = self.started.elapsed().as_secs_f64();
         self.running.stop().await?;
         self.work.close().await;
@@ -459,37 +593,61 @@ impl Measurement {
     }
 }
 
-/// End to end: producers enqueue each job with a business row in its own
-/// transaction while the worker runs.
+/// Enqueue `jobs` no-op jobs on `queue` in batches of 1,000 (a backlog).
+async fn enqueue_up_front(
+    pool: &PgPool,
+    queue: &str,
+    jobs: usize,
+    config: &BenchConfig,
+) -> Result<()> {
+    let bar = progress_bar(config, jobs, format!("enqueueing on {queue}"));
+    for start in (0..jobs).step_by(1000) {
+        let chunk: Vec<NewJob> = (start..(start + 1000).min(jobs))
+            .map(|i| NewJob::new("bench_noop", payload(config, i)).with_queue(queue))
+            .collect();
+        jobwire_core::enqueue_many(pool, &chunk).await?;
+        bar.inc(chunk.len() as u64);
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+/// End to end: producers write a business row and its job in one
+/// transaction (`per_transaction` of each per transaction) while the worker
+/// runs.
 pub async fn end_to_end(
     pool: &PgPool,
     path: &PathUnderTest,
     config: &BenchConfig,
+    per_transaction: usize,
 ) -> Result<RunResult> {
     sqlx::query("CREATE TABLE IF NOT EXISTS bench_orders (id uuid PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT now())")
         .execute(pool)
         .await?;
-    let (queue, _) = fresh_queue(pool, path, "e2e").await?;
+    let run = if per_transaction > 1 { "e2eb" } else { "e2e" };
+    let (queue, _) = fresh_queue(pool, path, run).await?;
     let measurement = Measurement::begin(pool, path, queue.clone(), config).await?;
     let mut producers = tokio::task::JoinSet::new();
     let per_producer = path.jobs.div_ceil(config.producers.max(1));
+    let per_transaction = per_transaction.max(1);
     for producer in 0..config.producers.max(1) {
         let (pool, queue, config) = (measurement.work.clone(), queue.clone(), config.clone());
-        let count = per_producer.min(path.jobs.saturating_sub(producer * per_producer));
+        let first = producer * per_producer;
+        let count = per_producer.min(path.jobs.saturating_sub(first));
         producers.spawn(async move {
-            for i in 0..count {
-                let order = Uuid::now_v7();
+            for start in (first..first + count).step_by(per_transaction) {
+                let end = (start + per_transaction).min(first + count);
+                let orders: Vec<Uuid> = (start..end).map(|_| Uuid::now_v7()).collect();
+                let jobs: Vec<NewJob> = (start..end)
+                    .map(|i| NewJob::new("bench_noop", payload(&config, i)).with_queue(&queue))
+                    .collect();
                 let mut tx = pool.begin().await?;
-                sqlx::query("INSERT INTO bench_orders (id) VALUES ($1)")
-                    .bind(order)
+                sqlx::query("INSERT INTO bench_orders (id) SELECT * FROM unnest($1::uuid[])")
+                    .bind(&orders)
                     .execute(&mut *tx)
                     .await?;
                 jobwire_core::Enqueuer::default()
-                    .enqueue_on(
-                        &mut tx,
-                        &NewJob::new("bench_noop", payload(&config, producer * per_producer + i))
-                            .with_queue(&queue),
-                    )
+                    .enqueue_many_on(&mut tx, &jobs)
                     .await?;
                 tx.commit().await?;
             }
@@ -499,7 +657,12 @@ pub async fn end_to_end(
     while let Some(done) = producers.join_next().await {
         done??;
     }
-    measurement.finish(pool, path, config, "end to end").await
+    let label = if per_transaction > 1 {
+        "end to end (batched)"
+    } else {
+        "end to end"
+    };
+    measurement.finish(pool, path, config, label).await
 }
 
 async fn latency(pool: &PgPool, queue: &str) -> Result<Latency> {
@@ -564,9 +727,14 @@ pub async fn steady_rate(
     // Let the worker (and a broker consumer's group) settle before the clock runs.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let total = arrivals(&work, &queue, config.rate, config.rate_duration, config).await?;
-    wait_for_queue(pool, &queue, total, config.timeout)
-        .await
-        .with_context(|| format!("{} steady rate", path.name))?;
+    wait_for_queue(
+        pool,
+        &queue,
+        total,
+        config,
+        format!("{} steady rate", path.name),
+    )
+    .await?;
     running.stop().await?;
     work.close().await;
     latency(pool, &queue).await
@@ -580,13 +748,14 @@ pub async fn urgent_under_burst(
     config: &BenchConfig,
 ) -> Result<Latency> {
     let (bulk, _) = fresh_queue(pool, path, "bulk").await?;
-    let (urgent, _) = fresh_queue(pool, path, "urgent").await?;
-    let jobs: Vec<NewJob> = (0..config.burst_jobs)
-        .map(|i| NewJob::new("bench_noop", payload(config, i)).with_queue(&bulk))
-        .collect();
-    for chunk in jobs.chunks(1000) {
-        jobwire_core::enqueue_many(pool, chunk).await?;
-    }
+    let (urgent, urgent_dispatch) = fresh_queue(pool, path, "urgent").await?;
+    enqueue_up_front(pool, &bulk, config.burst_jobs, config).await?;
+    // On a broker path the urgent topic gets a relay lane of its own, as a
+    // deployment with urgent queues would run it.
+    let dedicated: Vec<String> = match urgent_dispatch {
+        Dispatch::Broker { topic } => vec![topic],
+        _ => Vec::new(),
+    };
     let runs = Runs::default();
     let work = run_pool(pool, config).await?;
     let running = start_queues(
@@ -596,6 +765,7 @@ pub async fn urgent_under_burst(
             QueueConfig::new(&bulk, config.workers),
             QueueConfig::new(&urgent, 8),
         ],
+        &dedicated,
         config,
         &runs,
     );
@@ -607,15 +777,35 @@ pub async fn urgent_under_burst(
         config,
     )
     .await?;
-    wait_for_queue(pool, &urgent, total, config.timeout)
-        .await
-        .with_context(|| format!("{} urgent", path.name))?;
-    wait_for_queue(pool, &bulk, config.burst_jobs, config.timeout)
-        .await
-        .with_context(|| format!("{} bulk", path.name))?;
+    wait_for_queue(
+        pool,
+        &urgent,
+        total,
+        config,
+        format!("{} urgent", path.name),
+    )
+    .await?;
+    // The bulk backlog must still be draining for the figure to mean
+    // anything; report how much was left when the urgent stream ended.
+    let bulk_left: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM jobs WHERE queue = $1 AND finished_at IS NULL")
+            .bind(&bulk)
+            .fetch_one(pool)
+            .await?;
+    tracing::info!(path = %path.name, bulk_left, "bench: urgent stream done");
+    wait_for_queue(
+        pool,
+        &bulk,
+        config.burst_jobs,
+        config,
+        format!("{} bulk", path.name),
+    )
+    .await?;
     running.stop().await?;
     work.close().await;
-    latency(pool, &urgent).await
+    let mut latency = latency(pool, &urgent).await?;
+    latency.bulk_left_at_end = bulk_left;
+    Ok(latency)
 }
 
 /// Run every measurement for every path, one path at a time.
@@ -629,73 +819,27 @@ pub async fn run(
         tracing::info!(path = %path.name, jobs = path.jobs, "bench: drain");
         let drain = drain(pool, path, config).await?;
         tracing::info!(path = %path.name, jobs = path.jobs, "bench: end to end");
-        let end_to_end = end_to_end(pool, path, config).await?;
+        let end_to_end_single = end_to_end(pool, path, config, 1).await?;
+        tracing::info!(path = %path.name, jobs = path.jobs, batch = config.enqueue_batch, "bench: end to end, batched");
+        let end_to_end_batched = end_to_end(pool, path, config, config.enqueue_batch).await?;
         tracing::info!(path = %path.name, rate = config.rate, "bench: steady rate");
         let steady_rate = steady_rate(pool, path, config).await?;
         tracing::info!(path = %path.name, bulk = config.burst_jobs, "bench: urgent under burst");
         let urgent_under_burst = urgent_under_burst(pool, path, config).await?;
+        tracing::info!(path = %path.name, rows = path.relay_rows, "bench: relay alone");
+        let relay_alone = relay_alone(pool, path, config).await?;
+        tracing::info!(path = %path.name, rate = config.lag_rate, "bench: outbox lag");
+        let outbox_lag = outbox_lag(pool, path, config).await?;
         reports.push(PathReport {
             path: path.name.clone(),
             drain,
-            end_to_end,
+            end_to_end: end_to_end_single,
+            end_to_end_batched,
             steady_rate,
             urgent_under_burst,
+            relay_alone,
+            outbox_lag,
         });
     }
     Ok(reports)
-}
-
-/// The report as a text table.
-pub fn table(environment: &Environment, reports: &[PathReport]) -> String {
-    let mut out = format!(
-        "jobwire bench: {} cores, PostgreSQL {}, synchronous_commit={}, fsync={}, {} build\n\n",
-        environment.cores,
-        environment.postgres,
-        environment.synchronous_commit,
-        environment.fsync,
-        environment.build
-    );
-    out.push_str(&format!(
-        "{:<10} {:>7} {:>12} {:>12} {:>13} {:>14} {:>12} {:>7}\n",
-        "path", "jobs", "drain/s", "e2e/s", "commits/job", "WAL bytes/job", "rows/job", "bad"
-    ));
-    for report in reports {
-        out.push_str(&format!(
-            "{:<10} {:>7} {:>12.0} {:>12.0} {:>13.3} {:>14.0} {:>12.1} {:>7}\n",
-            report.path,
-            report.drain.jobs,
-            report.drain.jobs_per_second,
-            report.end_to_end.jobs_per_second,
-            report.drain.cost.commits_per_job,
-            report.drain.cost.wal_bytes_per_job,
-            report.drain.cost.rows_written_per_job,
-            report.drain.lost_or_repeated + report.end_to_end.lost_or_repeated,
-        ));
-    }
-    out.push_str("\ncommits, WAL and rows per job are for the drain run; bad = jobs lost or run more than once (must be 0)\n\n");
-    out.push_str(&format!(
-        "{:<10} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} | {:>8} {:>10} {:>10}\n",
-        "latency",
-        "jobs",
-        "start p50",
-        "start p95",
-        "start p99",
-        "start max",
-        "end p50",
-        "end p99",
-        "urgent",
-        "urg p95",
-        "urg p99"
-    ));
-    for report in reports {
-        let (rate, urgent) = (&report.steady_rate, &report.urgent_under_burst);
-        out.push_str(&format!(
-            "{:<10} {:>7} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} | {:>8} {:>10.1} {:>10.1}\n",
-            report.path, rate.jobs, rate.start_p50_ms, rate.start_p95_ms, rate.start_p99_ms,
-            rate.start_max_ms, rate.finish_p50_ms, rate.finish_p99_ms, urgent.jobs,
-            urgent.start_p95_ms, urgent.start_p99_ms
-        ));
-    }
-    out.push_str("\nlatency in ms, enqueue -> start and enqueue -> finish, from the database's own timestamps; urgent = enqueue -> start of urgent jobs while the bulk backlog drains\n");
-    out
 }

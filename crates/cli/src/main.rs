@@ -112,9 +112,30 @@ struct BenchArgs {
     /// Urgent jobs per second during the burst run.
     #[arg(long, default_value_t = 50)]
     urgent_rate: u32,
+    /// Jobs (and business rows) per transaction in the batched end-to-end run.
+    #[arg(long, default_value_t = 100)]
+    enqueue_batch: usize,
+    /// Outbox rows in the relay-alone run (SQS: --sqs-jobs).
+    #[arg(long, default_value_t = 100_000)]
+    relay_rows: usize,
+    /// Outbox rows per relay pass.
+    #[arg(long, default_value_t = 1000)]
+    relay_batch_size: usize,
+    /// Relay drain tasks.
+    #[arg(long, default_value_t = 2)]
+    relay_concurrency: usize,
+    /// Outbox rows per second in the outbox-lag run.
+    #[arg(long, default_value_t = 1000)]
+    lag_rate: u32,
+    /// Give up on any one run after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    timeout_seconds: u64,
     /// Also write the results as JSON to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
+    /// Also draw throughput and latency per path as an SVG chart in this file.
+    #[arg(long)]
+    chart: Option<std::path::PathBuf>,
     #[command(flatten)]
     broker: brokers::BrokerArgs,
 }
@@ -145,6 +166,13 @@ struct RelayArgs {
     /// Poll interval in milliseconds when no NOTIFY arrives.
     #[arg(long, default_value_t = 1000)]
     poll_ms: u64,
+    /// Drain only these outbox topics (a dedicated lane, e.g. for urgent
+    /// queues: run another relay with --except-topics beside it).
+    #[arg(long, value_delimiter = ',', conflicts_with = "except_topics")]
+    only_topics: Vec<String>,
+    /// Drain every outbox topic except these.
+    #[arg(long, value_delimiter = ',')]
+    except_topics: Vec<String>,
 }
 
 #[derive(clap::Args)]
@@ -406,6 +434,11 @@ async fn relay(pool: PgPool, args: RelayArgs) -> Result<()> {
             Some(shards) => jobwire_relay::KeyOrdering::PerKey { shards },
             None => jobwire_relay::KeyOrdering::Unordered,
         },
+        lane: match (args.only_topics, args.except_topics) {
+            (only, _) if !only.is_empty() => jobwire_relay::TopicLane::Only(only),
+            (_, except) if !except.is_empty() => jobwire_relay::TopicLane::Except(except),
+            _ => jobwire_relay::TopicLane::All,
+        },
         ..jobwire_relay::RelayConfig::default()
     };
     config.validate()?;
@@ -432,6 +465,11 @@ async fn bench(pool: PgPool, args: BenchArgs) -> Result<()> {
             } else {
                 args.jobs
             },
+            relay_rows: if *kind == brokers::BrokerKind::Sqs {
+                args.sqs_jobs
+            } else {
+                args.relay_rows
+            },
         });
     }
     let config = jobwire_bench::BenchConfig {
@@ -442,7 +480,12 @@ async fn bench(pool: PgPool, args: BenchArgs) -> Result<()> {
         rate_duration: Duration::from_secs(args.rate_seconds),
         burst_jobs: args.burst_jobs,
         urgent_rate: args.urgent_rate,
-        ..jobwire_bench::BenchConfig::default()
+        enqueue_batch: args.enqueue_batch,
+        relay_batch_size: args.relay_batch_size,
+        relay_concurrency: args.relay_concurrency,
+        lag_rate: args.lag_rate,
+        timeout: Duration::from_secs(args.timeout_seconds),
+        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
     };
     let environment = jobwire_bench::environment(&pool).await?;
     let reports = jobwire_bench::run(&pool, &paths, &config).await?;
@@ -453,9 +496,20 @@ async fn bench(pool: PgPool, args: BenchArgs) -> Result<()> {
             "workers": config.workers,
             "producers": config.producers,
             "payload_bytes": config.payload_bytes,
+            "rate": config.rate,
+            "rate_seconds": config.rate_duration.as_secs(),
+            "burst_jobs": config.burst_jobs,
+            "urgent_rate": config.urgent_rate,
+            "enqueue_batch": config.enqueue_batch,
+            "relay_batch_size": config.relay_batch_size,
+            "relay_concurrency": config.relay_concurrency,
             "results": reports,
         });
         std::fs::write(&file, serde_json::to_string_pretty(&json)?)
+            .with_context(|| format!("cannot write {}", file.display()))?;
+    }
+    if let Some(file) = args.chart {
+        std::fs::write(&file, jobwire_bench::chart_svg(&environment, &reports)?)
             .with_context(|| format!("cannot write {}", file.display()))?;
     }
     for path in &paths {
@@ -463,10 +517,7 @@ async fn bench(pool: PgPool, args: BenchArgs) -> Result<()> {
             transport.close().await?;
         }
     }
-    let bad: usize = reports
-        .iter()
-        .map(|r| r.drain.lost_or_repeated + r.end_to_end.lost_or_repeated)
-        .sum();
+    let bad: usize = reports.iter().map(|r| r.lost_or_repeated()).sum();
     if bad > 0 {
         bail!("{bad} jobs were lost or ran more than once");
     }

@@ -68,6 +68,21 @@ pub enum KeyOrdering {
     },
 }
 
+/// Which outbox topics one relay drains. A bulk backlog on one topic delays
+/// every row behind it in a relay that drains all topics oldest first; a
+/// dedicated lane (`Only` the urgent topics, beside a relay for `Except`
+/// them) keeps urgent wake-ups from queueing behind bulk ones.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum TopicLane {
+    /// Every topic.
+    #[default]
+    All,
+    /// Only these outbox topics.
+    Only(Vec<String>),
+    /// Every outbox topic except these.
+    Except(Vec<String>),
+}
+
 /// Settings for [`Relay`]; `Default` gives sensible values.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RelayConfig {
@@ -87,6 +102,8 @@ pub struct RelayConfig {
     pub topics: TopicMap,
     /// Ordering mode.
     pub ordering: KeyOrdering,
+    /// Which outbox topics this relay drains (unordered mode).
+    pub lane: TopicLane,
     /// Longest a pass's transaction may sit idle (waiting on the broker)
     /// while it holds its rows; past it the database ends the session and
     /// the rows go to another relay.
@@ -104,6 +121,7 @@ impl Default for RelayConfig {
             max_backoff: Duration::from_secs(30),
             topics: TopicMap::default(),
             ordering: KeyOrdering::Unordered,
+            lane: TopicLane::All,
             transaction_timeout: Duration::from_secs(30),
         }
     }
@@ -132,6 +150,15 @@ impl RelayConfig {
             && shards == 0
         {
             return fail("per-key ordering needs at least one shard");
+        }
+        match (&self.lane, self.ordering) {
+            (TopicLane::Only(topics), _) if topics.is_empty() => {
+                return fail("a lane of only no topics would drain nothing");
+            }
+            (TopicLane::Only(_) | TopicLane::Except(_), KeyOrdering::PerKey { .. }) => {
+                return fail("topic lanes work in unordered mode only");
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -302,10 +329,29 @@ impl Relay {
                     .await?
             }
             _ => {
-                sqlx::query_as(include_str!("../sql/claim_due.sql"))
-                    .bind(self.config.batch_size as i64)
-                    .fetch_all(&mut *tx)
-                    .await?
+                let batch = self.config.batch_size as i64;
+                match &self.config.lane {
+                    TopicLane::All => {
+                        sqlx::query_as(include_str!("../sql/claim_due.sql"))
+                            .bind(batch)
+                            .fetch_all(&mut *tx)
+                            .await?
+                    }
+                    TopicLane::Only(topics) => {
+                        sqlx::query_as(include_str!("../sql/claim_due_only.sql"))
+                            .bind(batch)
+                            .bind(topics)
+                            .fetch_all(&mut *tx)
+                            .await?
+                    }
+                    TopicLane::Except(topics) => {
+                        sqlx::query_as(include_str!("../sql/claim_due_except.sql"))
+                            .bind(batch)
+                            .bind(topics)
+                            .fetch_all(&mut *tx)
+                            .await?
+                    }
+                }
             }
         };
         if rows.is_empty() {

@@ -1,0 +1,98 @@
+// A peer measured, not quoted: graphile-worker drains JOBS pre-enqueued no-op
+// jobs on the same PostgreSQL that `jobwire bench` uses, and reports jobs/s
+// and the database cost per job read the same way (transaction ids and WAL
+// position before and after). Run through scripts/bench-peer-graphile.
+//
+//   MODE=default  graphile-worker's defaults (one fetch and one completion
+//                 statement per job)
+//   MODE=batched  the settings its performance page uses: a local queue of
+//                 500 fetched in one statement, batched completions
+import { Logger, makeWorkerUtils, run } from "graphile-worker";
+import pg from "pg";
+
+const url = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+const jobs = Number(process.env.JOBS ?? 10000);
+const concurrency = Number(process.env.CONCURRENCY ?? 24);
+const mode = process.env.MODE ?? "batched";
+const payloadBytes = Number(process.env.PAYLOAD_BYTES ?? 100);
+const quiet = new Logger(() => () => {});
+
+const pool = new pg.Pool({ connectionString: url, max: 2 });
+const utils = await makeWorkerUtils({ connectionString: url, logger: quiet });
+await utils.migrate();
+// A task name of its own per run, so runs never see each other's jobs.
+const task = `bench_noop_${process.pid}_${Date.now()}`;
+for (let start = 0; start < jobs; start += 1000) {
+  const specs = [];
+  for (let i = start; i < Math.min(start + 1000, jobs); i++) {
+    specs.push({ identifier: task, payload: { i, filler: "x".repeat(payloadBytes) } });
+  }
+  await utils.addJobs(specs);
+}
+
+const counters = async () => {
+  const { rows } = await pool.query(
+    "SELECT pg_current_xact_id()::text::bigint AS xid, (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint AS wal",
+  );
+  return { xid: Number(rows[0].xid), wal: Number(rows[0].wal) };
+};
+const left = async () => {
+  const { rows } = await pool.query(
+    "SELECT count(*)::int AS n FROM graphile_worker.jobs WHERE task_identifier = $1",
+    [task],
+  );
+  return rows[0].n;
+};
+
+let ran = 0;
+const before = await counters();
+const started = process.hrtime.bigint();
+const runner = await run({
+  connectionString: url,
+  concurrency,
+  noHandleSignals: true,
+  pollInterval: 1000,
+  logger: quiet,
+  taskList: {
+    [task]: async () => {
+      ran++;
+    },
+  },
+  preset:
+    mode === "batched"
+      ? {
+          worker: {
+            localQueue: { size: 500 },
+            completeJobBatchDelay: 0,
+            failJobBatchDelay: 0,
+            maxPoolSize: concurrency + 1,
+          },
+        }
+      : { worker: { maxPoolSize: concurrency + 1 } },
+});
+while ((await left()) > 0) {
+  await new Promise((resolve) => setTimeout(resolve, 20));
+}
+const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+await runner.stop();
+const after = await counters();
+await utils.release();
+await pool.end();
+console.log(
+  JSON.stringify({
+    peer: "graphile-worker 0.18.0",
+    mode,
+    jobs,
+    concurrency,
+    ran,
+    seconds: Number(seconds.toFixed(3)),
+    jobs_per_second: Math.round(jobs / seconds),
+    // minus the one transaction id the second reading takes itself
+    commits_per_job: Number(((after.xid - before.xid - 1) / jobs).toFixed(4)),
+    wal_bytes_per_job: Math.round((after.wal - before.wal) / jobs),
+  }),
+);
+if (ran !== jobs) {
+  console.error(`graphile-worker ran ${ran} tasks for ${jobs} jobs`);
+  process.exit(1);
+}

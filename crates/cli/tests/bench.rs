@@ -1,0 +1,125 @@
+//! A small run of the benchmark harness over every path, checking that it
+//! completes, that every run measured what it says, and that no job was
+//! lost or run twice. Speed is not asserted: it is measured, and reported in
+//! docs/benchmarks.md.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+mod common;
+use common::FreshDatabase;
+
+const PATHS: [&str; 5] = ["postgres", "memory", "rabbitmq", "sqs", "kafka"];
+
+#[tokio::test]
+async fn the_bench_harness_runs_every_path_without_losing_a_job() {
+    let db = FreshDatabase::create().await;
+    let scratch = std::env::temp_dir().join(format!("jobwire-bench-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    let (json, chart) = (scratch.join("bench.json"), scratch.join("bench.svg"));
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_jobwire"))
+        .args(["bench", "--paths", &PATHS.join(",")])
+        .args(["--jobs", "300", "--sqs-jobs", "100", "--relay-rows", "300"])
+        .args([
+            "--workers",
+            "16",
+            "--producers",
+            "4",
+            "--enqueue-batch",
+            "20",
+        ])
+        .args(["--rate", "50", "--rate-seconds", "2", "--lag-rate", "100"])
+        .args(["--burst-jobs", "300", "--urgent-rate", "10"])
+        // A run that stalls fails with the name of the run, not a hang.
+        .args(["--timeout-seconds", "180"])
+        .arg("--json")
+        .arg(&json)
+        .arg("--chart")
+        .arg(&chart)
+        .env("DATABASE_URL", &db.url)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // Far past any run's own timeout: only a process that stopped making
+    // progress outside every run gets here.
+    let output = tokio::time::timeout(Duration::from_secs(1800), child.wait_with_output())
+        .await
+        .expect("jobwire bench hung past every run's timeout")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let results = report["results"].as_array().unwrap();
+    let paths: Vec<&str> = results
+        .iter()
+        .map(|r| r["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, PATHS);
+    for result in results {
+        let broker = result["path"] != "postgres";
+        let jobs = if result["path"] == "sqs" { 100 } else { 300 };
+        for run in ["drain", "end_to_end", "end_to_end_batched"] {
+            assert_eq!(result[run]["jobs"], jobs, "{result}");
+            assert_eq!(result[run]["lost_or_repeated"], 0, "{result}");
+            assert!(
+                result[run]["cost"]["commits_per_job"].as_f64().unwrap() > 0.0,
+                "{result}"
+            );
+        }
+        // Every job of the open-loop runs was measured.
+        assert_eq!(result["steady_rate"]["jobs"], 100, "{result}");
+        assert_eq!(result["urgent_under_burst"]["jobs"], 20, "{result}");
+        // The relay runs exist exactly where there is a relay.
+        if broker {
+            assert_eq!(result["relay_alone"]["rows"], jobs, "{result}");
+            assert_eq!(result["outbox_lag"]["rows"], 200, "{result}");
+        } else {
+            assert!(result["relay_alone"].is_null(), "{result}");
+            assert!(result["outbox_lag"].is_null(), "{result}");
+        }
+    }
+    assert_eq!(report["environment"]["fsync"], "on");
+    assert!(
+        report["environment"]["durable_commit_ms"].as_f64().unwrap() > 0.0,
+        "{report}"
+    );
+    assert!(stdout.contains("drain/s"), "{stdout}");
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    assert!(svg.starts_with("<svg"), "{svg}");
+    // Each path names its group of bars (a text element of its own).
+    for path in PATHS {
+        assert!(
+            svg.lines().any(|line| line.trim() == path),
+            "{path} missing: {svg}"
+        );
+    }
+    std::fs::remove_dir_all(&scratch).unwrap();
+
+    // The table agrees: every bench job finished, and succeeded once.
+    let pool = db.pool().await;
+    let (jobs, good): (i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(*) FILTER (WHERE state = 'SUCCEEDED' AND attempt_count = 1) FROM jobs",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    // Per path: drain + end to end + batched, 100 steady-rate jobs, the
+    // bulk backlog of 300 and 20 urgent jobs.
+    let expected = 4 * (3 * 300 + 100 + 300 + 20) + (3 * 100 + 100 + 300 + 20);
+    assert_eq!((jobs, good), (expected, expected));
+    let outbox_left: i64 = sqlx::query_scalar("SELECT count(*) FROM job_outbox")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(outbox_left, 0, "the relay runs left outbox rows behind");
+    pool.close().await;
+    db.drop_database().await;
+}
