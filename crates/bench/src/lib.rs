@@ -54,6 +54,12 @@ pub struct PathUnderTest {
     pub jobs: usize,
     /// Outbox rows for the relay-alone run.
     pub relay_rows: usize,
+    /// Bulk jobs queued before the urgent stream starts.
+    pub burst_jobs: usize,
+    /// Open-loop arrival rate (jobs/s) of the latency run.
+    pub rate: u32,
+    /// Outbox rows per second in the outbox-lag run.
+    pub lag_rate: u32,
 }
 
 /// Workload settings.
@@ -61,12 +67,10 @@ pub struct PathUnderTest {
 pub struct BenchConfig {
     /// Worker slots.
     pub workers: usize,
-    /// Open-loop arrival rate (jobs/s) for the latency run.
-    pub rate: u32,
+    /// The worker's claim linger (see `WorkerConfig::claim_linger`).
+    pub claim_linger: Duration,
     /// How long the latency run (and the urgent stream) lasts.
     pub rate_duration: Duration,
-    /// Bulk jobs queued before the urgent stream starts.
-    pub burst_jobs: usize,
     /// Urgent jobs per second during the burst run.
     pub urgent_rate: u32,
     /// Producers in the end-to-end run.
@@ -79,30 +83,30 @@ pub struct BenchConfig {
     pub relay_batch_size: usize,
     /// Relay drain tasks.
     pub relay_concurrency: usize,
-    /// Outbox rows per second in the outbox-lag run.
-    pub lag_rate: u32,
     /// Give up on a run after this long.
     pub timeout: Duration,
     /// Draw progress bars on a terminal.
     pub progress: bool,
+    /// Leave each run's jobs in the table (by default they are deleted
+    /// once measured, and the tables vacuumed).
+    pub keep_jobs: bool,
 }
 
 impl Default for BenchConfig {
     fn default() -> Self {
         BenchConfig {
             workers: 64,
-            rate: 1000,
+            claim_linger: WorkerConfig::default().claim_linger,
             rate_duration: Duration::from_secs(10),
-            burst_jobs: 100_000,
             urgent_rate: 50,
             producers: 8,
             payload_bytes: 100,
             enqueue_batch: 100,
             relay_batch_size: 1000,
             relay_concurrency: 2,
-            lag_rate: 1000,
             timeout: Duration::from_secs(600),
             progress: true,
+            keep_jobs: false,
         }
     }
 }
@@ -157,6 +161,9 @@ pub struct Latency {
     pub finish_p99_ms: f64,
     /// Enqueue to finish, worst.
     pub finish_max_ms: f64,
+    /// Urgent-under-burst only: bulk jobs queued before the urgent stream.
+    #[sqlx(default)]
+    pub bulk_jobs: i64,
     /// Urgent-under-burst only: bulk jobs still unfinished when the last
     /// urgent job finished (0 would mean the backlog was gone too soon).
     #[sqlx(default)]
@@ -176,6 +183,8 @@ pub struct PathReport {
     pub end_to_end_batched: RunResult,
     /// Open-loop arrivals at a steady rate.
     pub steady_rate: Latency,
+    /// The arrival rate of `steady_rate`, jobs/s.
+    pub rate: u32,
     /// Urgent jobs on their own queue while a bulk backlog drains.
     pub urgent_under_burst: Latency,
     /// The relay alone (broker paths).
@@ -402,6 +411,7 @@ fn start_queues(
         runtime: RuntimeConfig::default(),
         queues,
         claim_batch_size: config.workers,
+        claim_linger: config.claim_linger,
         poll_interval: Duration::from_millis(500),
         receive_wait: Duration::from_millis(200),
         sweeper: None,
@@ -514,10 +524,20 @@ async fn lost_or_repeated(pool: &PgPool, queue: &str, runs: &Runs, jobs: usize) 
 /// Connections for one run (worker, relay, producers), closed at its end so
 /// that their statistics reach `pg_stat_database`.
 async fn run_pool(pool: &PgPool, config: &BenchConfig) -> Result<PgPool> {
-    Ok(sqlx::postgres::PgPoolOptions::new()
-        .max_connections((config.producers + 2 * config.relay_concurrency + 12) as u32)
+    let size = (config.producers + 2 * config.relay_concurrency + 12) as u32;
+    let work = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(size)
+        .min_connections(size)
         .connect_with((*pool.connect_options()).clone())
-        .await?)
+        .await?;
+    // Open every connection before the clock runs: setting up connections
+    // is not what a run measures (it showed as a slow first second).
+    let mut held = Vec::with_capacity(size as usize);
+    for _ in 0..size {
+        held.push(work.acquire().await?);
+    }
+    drop(held);
+    Ok(work)
 }
 
 /// Drain: enqueue all jobs first, then time the worker (and relay).
@@ -583,14 +603,38 @@ impl Measurement {
         self.running.stop().await?;
         self.work.close().await;
         let after = counters(pool).await?;
-        Ok(RunResult {
+        let result = RunResult {
             jobs: path.jobs,
             seconds,
             jobs_per_second: path.jobs as f64 / seconds,
             cost: cost(self.before, after, path.jobs),
             lost_or_repeated: lost_or_repeated(pool, &self.queue, &self.runs, path.jobs).await?,
-        })
+        };
+        clean_up(pool, &[&self.queue], config).await?;
+        Ok(result)
     }
+}
+
+/// After a run has been measured: delete its jobs and queues and vacuum, so
+/// that every run starts from the same small tables rather than from what
+/// the runs before it left (finished rows that retention would archive).
+async fn clean_up(pool: &PgPool, queues: &[&str], config: &BenchConfig) -> Result<()> {
+    if config.keep_jobs {
+        return Ok(());
+    }
+    let queues: Vec<String> = queues.iter().map(|q| q.to_string()).collect();
+    sqlx::query("DELETE FROM jobs WHERE queue = ANY($1)")
+        .bind(&queues)
+        .execute(pool)
+        .await?;
+    sqlx::query("DELETE FROM job_queues WHERE queue = ANY($1)")
+        .bind(&queues)
+        .execute(pool)
+        .await?;
+    sqlx::query("VACUUM (ANALYZE) jobs, job_outbox, job_queues")
+        .execute(pool)
+        .await?;
+    Ok(())
 }
 
 /// Enqueue `jobs` no-op jobs on `queue` in batches of 1,000 (a backlog).
@@ -726,7 +770,7 @@ pub async fn steady_rate(
     let running = start(&work, path, &queue, config, &runs);
     // Let the worker (and a broker consumer's group) settle before the clock runs.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let total = arrivals(&work, &queue, config.rate, config.rate_duration, config).await?;
+    let total = arrivals(&work, &queue, path.rate, config.rate_duration, config).await?;
     wait_for_queue(
         pool,
         &queue,
@@ -737,11 +781,13 @@ pub async fn steady_rate(
     .await?;
     running.stop().await?;
     work.close().await;
-    latency(pool, &queue).await
+    let latency = latency(pool, &queue).await?;
+    clean_up(pool, &[&queue], config).await?;
+    Ok(latency)
 }
 
 /// Urgent jobs at a steady rate on their own queue (own slots), while a
-/// bulk backlog of `burst_jobs` drains on the same path.
+/// bulk backlog of `path.burst_jobs` drains on the same path.
 pub async fn urgent_under_burst(
     pool: &PgPool,
     path: &PathUnderTest,
@@ -749,7 +795,7 @@ pub async fn urgent_under_burst(
 ) -> Result<Latency> {
     let (bulk, _) = fresh_queue(pool, path, "bulk").await?;
     let (urgent, urgent_dispatch) = fresh_queue(pool, path, "urgent").await?;
-    enqueue_up_front(pool, &bulk, config.burst_jobs, config).await?;
+    enqueue_up_front(pool, &bulk, path.burst_jobs, config).await?;
     // On a broker path the urgent topic gets a relay lane of its own, as a
     // deployment with urgent queues would run it.
     let dedicated: Vec<String> = match urgent_dispatch {
@@ -796,7 +842,7 @@ pub async fn urgent_under_burst(
     wait_for_queue(
         pool,
         &bulk,
-        config.burst_jobs,
+        path.burst_jobs,
         config,
         format!("{} bulk", path.name),
     )
@@ -804,42 +850,68 @@ pub async fn urgent_under_burst(
     running.stop().await?;
     work.close().await;
     let mut latency = latency(pool, &urgent).await?;
+    latency.bulk_jobs = path.burst_jobs as i64;
     latency.bulk_left_at_end = bulk_left;
+    clean_up(pool, &[&bulk, &urgent], config).await?;
     Ok(latency)
 }
 
-/// Run every measurement for every path, one path at a time.
+/// Every measurement for one path.
+pub async fn run_path(
+    pool: &PgPool,
+    path: &PathUnderTest,
+    config: &BenchConfig,
+) -> Result<PathReport> {
+    tracing::info!(path = %path.name, jobs = path.jobs, "bench: drain");
+    let drain = drain(pool, path, config).await?;
+    tracing::info!(path = %path.name, jobs = path.jobs, "bench: end to end");
+    let end_to_end_single = end_to_end(pool, path, config, 1).await?;
+    tracing::info!(path = %path.name, jobs = path.jobs, batch = config.enqueue_batch, "bench: end to end, batched");
+    let end_to_end_batched = end_to_end(pool, path, config, config.enqueue_batch).await?;
+    tracing::info!(path = %path.name, rate = path.rate, "bench: steady rate");
+    let steady_rate = steady_rate(pool, path, config).await?;
+    tracing::info!(path = %path.name, bulk = path.burst_jobs, "bench: urgent under burst");
+    let urgent_under_burst = urgent_under_burst(pool, path, config).await?;
+    tracing::info!(path = %path.name, rows = path.relay_rows, "bench: relay alone");
+    let relay_alone = relay_alone(pool, path, config).await?;
+    tracing::info!(path = %path.name, rate = path.lag_rate, "bench: outbox lag");
+    let outbox_lag = outbox_lag(pool, path, config).await?;
+    Ok(PathReport {
+        path: path.name.clone(),
+        drain,
+        end_to_end: end_to_end_single,
+        end_to_end_batched,
+        steady_rate,
+        rate: path.rate,
+        urgent_under_burst,
+        relay_alone,
+        outbox_lag,
+    })
+}
+
+/// Run every measurement for every path, one path at a time, calling
+/// `finished` with the reports so far after each path (a long run keeps
+/// what it measured if a later path fails or is stopped). A path that
+/// fails (a run past its timeout, a broker gone) does not stop the others:
+/// its error is returned beside their reports.
 pub async fn run(
     pool: &PgPool,
     paths: &[PathUnderTest],
     config: &BenchConfig,
-) -> Result<Vec<PathReport>> {
-    let mut reports = Vec::new();
+    mut finished: impl FnMut(&[PathReport]),
+) -> (Vec<PathReport>, Vec<(String, anyhow::Error)>) {
+    let (mut reports, mut failures) = (Vec::new(), Vec::new());
     for path in paths {
-        tracing::info!(path = %path.name, jobs = path.jobs, "bench: drain");
-        let drain = drain(pool, path, config).await?;
-        tracing::info!(path = %path.name, jobs = path.jobs, "bench: end to end");
-        let end_to_end_single = end_to_end(pool, path, config, 1).await?;
-        tracing::info!(path = %path.name, jobs = path.jobs, batch = config.enqueue_batch, "bench: end to end, batched");
-        let end_to_end_batched = end_to_end(pool, path, config, config.enqueue_batch).await?;
-        tracing::info!(path = %path.name, rate = config.rate, "bench: steady rate");
-        let steady_rate = steady_rate(pool, path, config).await?;
-        tracing::info!(path = %path.name, bulk = config.burst_jobs, "bench: urgent under burst");
-        let urgent_under_burst = urgent_under_burst(pool, path, config).await?;
-        tracing::info!(path = %path.name, rows = path.relay_rows, "bench: relay alone");
-        let relay_alone = relay_alone(pool, path, config).await?;
-        tracing::info!(path = %path.name, rate = config.lag_rate, "bench: outbox lag");
-        let outbox_lag = outbox_lag(pool, path, config).await?;
-        reports.push(PathReport {
-            path: path.name.clone(),
-            drain,
-            end_to_end: end_to_end_single,
-            end_to_end_batched,
-            steady_rate,
-            urgent_under_burst,
-            relay_alone,
-            outbox_lag,
-        });
+        match run_path(pool, path, config).await {
+            Ok(report) => {
+                reports.push(report);
+                finished(&reports);
+            }
+            Err(err) => {
+                tracing::error!(path = %path.name, error = %format!("{err:#}"), "bench: path failed");
+                failures.push((path.name.clone(), err));
+            }
+        }
     }
-    Ok(reports)
+    (reports, failures)
 }

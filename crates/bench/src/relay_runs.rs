@@ -162,7 +162,7 @@ async fn write_timed_row(pool: &PgPool, topic: &str) -> sqlx::Result<()> {
     Ok(())
 }
 
-/// Outbox rows at `config.lag_rate` for `config.rate_duration`, one per
+/// Outbox rows at `path.lag_rate` for `config.rate_duration`, one per
 /// transaction (open loop), each carrying its insert time; a subscriber
 /// records when each arrives. `None` for the PostgreSQL path.
 pub async fn outbox_lag(
@@ -201,9 +201,9 @@ pub async fn outbox_lag(
         .await?;
 
     let total =
-        (u64::from(config.lag_rate) * config.rate_duration.as_millis() as u64 / 1000) as usize;
+        (u64::from(path.lag_rate) * config.rate_duration.as_millis() as u64 / 1000) as usize;
     let producer = {
-        let (work, topic, rate) = (work.clone(), topic.clone(), config.lag_rate);
+        let (work, topic, rate) = (work.clone(), topic.clone(), path.lag_rate);
         tokio::spawn(async move {
             let mut ticker = tokio::time::interval(Duration::from_secs(1) / rate.max(1));
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
@@ -259,7 +259,7 @@ pub async fn outbox_lag(
     clean_up(transport.as_ref(), &topic).await;
     Ok(Some(OutboxLag {
         rows: total,
-        rate: config.lag_rate,
+        rate: path.lag_rate,
         p50_ms: percentile(&mut lags_ms, 0.50),
         p95_ms: percentile(&mut lags_ms, 0.95),
         p99_ms: percentile(&mut lags_ms, 0.99),

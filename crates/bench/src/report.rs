@@ -60,7 +60,7 @@ pub fn table(environment: &Environment, reports: &[PathReport]) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<10} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} | {:>6} {:>8} {:>8} {:>9}",
+        "{:<10} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} | {:>6} {:>8} {:>8} {:>7} {:>9}",
         "latency",
         "jobs",
         "start p50",
@@ -72,13 +72,14 @@ pub fn table(environment: &Environment, reports: &[PathReport]) -> String {
         "urgent",
         "urg p95",
         "urg p99",
+        "bulk",
         "bulk left"
     );
     for report in reports {
         let (rate, urgent) = (&report.steady_rate, &report.urgent_under_burst);
         let _ = writeln!(
             out,
-            "{:<10} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} | {:>6} {:>8.1} {:>8.1} {:>9}",
+            "{:<10} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} | {:>6} {:>8.1} {:>8.1} {:>7} {:>9}",
             report.path,
             rate.jobs,
             rate.start_p50_ms,
@@ -90,11 +91,12 @@ pub fn table(environment: &Environment, reports: &[PathReport]) -> String {
             urgent.jobs,
             urgent.start_p95_ms,
             urgent.start_p99_ms,
+            urgent.bulk_jobs,
             urgent.bulk_left_at_end
         );
     }
     out.push_str(
-        "\nlatency in ms from the database's own timestamps: enqueue -> start and enqueue -> finish at a steady rate; urgent = enqueue -> start of urgent jobs on their own queue while a bulk backlog drains (bulk left = bulk jobs still queued when the urgent stream ended)\n",
+        "\nlatency in ms from the database's own timestamps: enqueue -> start and enqueue -> finish at a steady rate; urgent = enqueue -> start of urgent jobs on their own queue while a bulk backlog drains (bulk = the backlog queued first; bulk left = bulk jobs still unfinished when the urgent stream ended)\n",
     );
     if reports.iter().any(|r| r.relay_alone.is_some()) {
         let _ = writeln!(

@@ -28,10 +28,14 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
             "--enqueue-batch",
             "20",
         ])
-        .args(["--rate", "50", "--rate-seconds", "2", "--lag-rate", "100"])
-        .args(["--burst-jobs", "300", "--urgent-rate", "10"])
+        .args(["--rate", "50", "--sqs-rate", "50", "--rate-seconds", "2"])
+        .args(["--lag-rate", "50"])
+        .args(["--burst-jobs", "300", "--sqs-burst-jobs", "300"])
+        .args(["--urgent-rate", "10"])
         // A run that stalls fails with the name of the run, not a hang.
         .args(["--timeout-seconds", "180"])
+        // Keep the jobs, for the check of the table below.
+        .arg("--keep-jobs")
         .arg("--json")
         .arg(&json)
         .arg("--chart")
@@ -77,10 +81,11 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
         // Every job of the open-loop runs was measured.
         assert_eq!(result["steady_rate"]["jobs"], 100, "{result}");
         assert_eq!(result["urgent_under_burst"]["jobs"], 20, "{result}");
+        assert_eq!(result["urgent_under_burst"]["bulk_jobs"], 300, "{result}");
         // The relay runs exist exactly where there is a relay.
         if broker {
             assert_eq!(result["relay_alone"]["rows"], jobs, "{result}");
-            assert_eq!(result["outbox_lag"]["rows"], 200, "{result}");
+            assert_eq!(result["outbox_lag"]["rows"], 100, "{result}");
         } else {
             assert!(result["relay_alone"].is_null(), "{result}");
             assert!(result["outbox_lag"].is_null(), "{result}");

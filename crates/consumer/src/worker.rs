@@ -54,6 +54,11 @@ pub struct WorkerConfig {
     pub queues: Vec<QueueConfig>,
     /// Most jobs taken by one claim statement.
     pub claim_batch_size: usize,
+    /// PostgreSQL path, while a backlog lasts (the last claim filled every
+    /// slot it asked for): how long to wait for more running jobs to finish
+    /// when fewer than half a batch of slots is free, so that one claim
+    /// (one commit) serves many jobs instead of a few. Zero claims at once.
+    pub claim_linger: Duration,
     /// Poll fallback when no NOTIFY arrives (jittered by ±20 %). Delayed jobs
     /// and retries become due silently, so this bounds how late they start.
     pub poll_interval: Duration,
@@ -78,6 +83,7 @@ impl Default for WorkerConfig {
             runtime: RuntimeConfig::default(),
             queues: vec![QueueConfig::new(jobwire_core::NewJob::DEFAULT_QUEUE, 16)],
             claim_batch_size: 100,
+            claim_linger: Duration::from_millis(2),
             poll_interval: Duration::from_secs(1),
             receive_wait: Duration::from_secs(1),
             subscribe: SubscribeOptions::default(),
@@ -228,6 +234,7 @@ impl Worker {
                         wake_ups[&queue.name].clone(),
                         queue,
                         config.claim_batch_size,
+                        config.claim_linger,
                         config.poll_interval,
                         stop_fetching.clone(),
                     ));
@@ -270,11 +277,15 @@ async fn fetch_queue(
     wake_up: Arc<Notify>,
     queue: QueueConfig,
     batch_size: usize,
+    linger: Duration,
     poll_interval: Duration,
     stop: CancellationToken,
 ) {
     let slots = Arc::new(Semaphore::new(queue.concurrency));
     let mut error_pause = Duration::from_millis(100);
+    // Whether the last claim filled every slot it asked for.
+    let mut backlog = false;
+    let enough = batch_size.min(queue.concurrency).div_ceil(2);
     loop {
         // Wait for a free slot, then take every free slot up to a batch.
         let first = tokio::select! {
@@ -286,6 +297,18 @@ async fn fetch_queue(
             match slots.clone().try_acquire_owned() {
                 Ok(slot) => free.push(slot),
                 Err(_) => break,
+            }
+        }
+        if backlog && free.len() < enough && !linger.is_zero() {
+            let deadline = tokio::time::Instant::now() + linger;
+            while free.len() < enough {
+                tokio::select! {
+                    slot = slots.clone().acquire_owned() => {
+                        free.push(slot.expect("semaphore is never closed"));
+                    }
+                    _ = tokio::time::sleep_until(deadline) => break,
+                    _ = stop.cancelled() => return,
+                }
             }
         }
         let wanted = free.len();
@@ -301,6 +324,7 @@ async fn fetch_queue(
             Ok(jobs) => {
                 error_pause = Duration::from_millis(100);
                 let got = jobs.len();
+                backlog = got == wanted;
                 for (job, slot) in jobs.into_iter().zip(free.drain(..)) {
                     runtime.spawn(job, Some(slot));
                 }
@@ -312,6 +336,7 @@ async fn fetch_queue(
                 }
             }
             Err(err) => {
+                backlog = false;
                 bump(&runtime.stats().database_errors);
                 tracing::warn!(queue = %queue.name, error = %err, "claim failed; backing off");
                 drop(free);
