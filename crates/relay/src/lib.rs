@@ -592,18 +592,37 @@ impl Relay {
         }
     }
 
-    /// How long to sleep when nothing is due: until the next row becomes
-    /// due, at most the poll interval.
+    /// How long to sleep when nothing is due: until the next row of this
+    /// relay's lane becomes due, at most the poll interval. A row already
+    /// due that the pass did not get is held by another relay or task,
+    /// which will settle it: wait a moment rather than spin on it.
     async fn idle_pause(&self) -> Duration {
+        const HELD_ROWS_PAUSE: Duration = Duration::from_millis(5);
         let poll = jittered(self.config.poll_interval);
-        let next: Option<DateTime<Utc>> = sqlx::query_scalar(include_str!("../sql/next_due.sql"))
-            .fetch_one(&self.pool)
-            .await
-            .unwrap_or(None);
-        match next {
+        let next: Result<Option<DateTime<Utc>>, sqlx::Error> = match &self.config.lane {
+            TopicLane::All => {
+                sqlx::query_scalar(include_str!("../sql/next_due.sql"))
+                    .fetch_one(&self.pool)
+                    .await
+            }
+            TopicLane::Only(topics) => {
+                sqlx::query_scalar(include_str!("../sql/next_due_only.sql"))
+                    .bind(topics)
+                    .fetch_one(&self.pool)
+                    .await
+            }
+            TopicLane::Except(topics) => {
+                sqlx::query_scalar(include_str!("../sql/next_due_except.sql"))
+                    .bind(topics)
+                    .fetch_one(&self.pool)
+                    .await
+            }
+        };
+        match next.unwrap_or(None) {
             Some(at) => (at - Utc::now())
                 .to_std()
                 .unwrap_or(Duration::ZERO)
+                .max(HELD_ROWS_PAUSE)
                 .min(poll),
             None => poll,
         }
