@@ -380,16 +380,33 @@ async fn a_bulk_backlog_does_not_take_the_urgent_queues_slots(pool: PgPool) {
     config.queues.push(QueueConfig::new("urgent", 2));
     config.shutdown_timeout = Duration::from_millis(100);
     let worker = RunningWorker::start(&pool, builtin_registry(), config);
+    let running_bulk = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM jobs WHERE queue = 'bulk' AND state = 'RUNNING'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    };
+    // The bulk queue fills its slots first (otherwise the urgent job could
+    // finish before the bulk claim and prove nothing).
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while running_bulk().await < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "bulk never filled its slots"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let urgent = enqueue(&pool, NewJob::new("noop", json!({})).with_queue("urgent")).await;
     wait_for_state(&pool, urgent, JobState::Succeeded, WAIT)
         .await
         .unwrap();
-    let running_bulk: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM jobs WHERE queue = 'bulk' AND state = 'RUNNING'")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-    assert_eq!(running_bulk, 2, "bulk stays within its own two slots");
+    assert_eq!(
+        running_bulk().await,
+        2,
+        "bulk stays within its own two slots"
+    );
     worker.stop().await;
 }
 

@@ -152,7 +152,8 @@ impl BarChart<'_> {
     {
         let values = self.series.iter().flat_map(|(_, v)| v.iter().copied());
         let positive: Vec<f64> = values.filter(|v| *v > 0.0).collect();
-        let top = positive.iter().copied().fold(1.0, f64::max) * 3.0;
+        // Head room above the tallest bar for the legend (log scale).
+        let top = positive.iter().copied().fold(1.0, f64::max) * 30.0;
         let bottom = positive.iter().copied().fold(top, f64::min).min(1.0) / 2.0;
         let width = self.series.len() + 1;
         let mut chart = ChartBuilder::on(area)
@@ -169,6 +170,13 @@ impl BarChart<'_> {
             .configure_mesh()
             .disable_x_mesh()
             .x_label_formatter(&|_| String::new())
+            .y_label_formatter(&|v| {
+                if *v >= 10.0 {
+                    format!("{v:.0}")
+                } else {
+                    format!("{v}")
+                }
+            })
             .y_desc(self.unit)
             .draw()
             .map_err(|err| anyhow!("chart: {err}"))?;
