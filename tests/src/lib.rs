@@ -90,6 +90,19 @@ pub async fn wake_ups_for(pool: &PgPool, job_id: Uuid) -> Result<i64> {
     )
 }
 
+/// Handler options with retries a test can wait for: 100 ms backoff, at
+/// most 400 ms.
+pub fn fast_options() -> jobwire_consumer::HandlerOptions {
+    jobwire_consumer::HandlerOptions {
+        backoff: jobwire_core::Backoff {
+            base: Duration::from_millis(100),
+            max: Duration::from_millis(400),
+            jitter_ratio: 0.1,
+        },
+        ..jobwire_consumer::HandlerOptions::default()
+    }
+}
+
 /// A worker config for tests: one queue, short lease and poll, a sweeper.
 pub fn test_worker_config(queue: &str, concurrency: usize) -> WorkerConfig {
     WorkerConfig {

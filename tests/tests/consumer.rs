@@ -13,13 +13,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jobwire_consumer::maintenance::{ReconcilerConfig, SweeperConfig};
 use jobwire_consumer::{
-    HandlerOptions, HandlerRegistry, JobContext, JobError, QueueConfig, RuntimeConfig, Worker,
-    WorkerConfig, WorkerReport, WorkerStats,
+    HandlerRegistry, JobContext, JobError, QueueConfig, RuntimeConfig, Worker, WorkerConfig,
+    WorkerReport, WorkerStats,
 };
 use jobwire_core::effects::{self, Effect};
-use jobwire_core::{Backoff, Dispatch, JobState, NewJob};
+use jobwire_core::{Dispatch, JobState, NewJob};
 use jobwire_relay::{Relay, RelayConfig, RelayReport};
-use jobwire_tests::{brokers, wait_for_all_finished, wait_for_state};
+use jobwire_tests::{brokers, fast_options, wait_for_all_finished, wait_for_state};
 use jobwire_transport::kafka::{KafkaConfig, KafkaTransport};
 use jobwire_transport::memory::MemoryTransport;
 use jobwire_transport::rabbitmq::{RabbitConfig, RabbitTransport};
@@ -208,17 +208,6 @@ impl Runs {
 
     fn more_than_once(&self) -> usize {
         self.0.lock().unwrap().values().filter(|n| **n > 1).count()
-    }
-}
-
-fn fast_options() -> HandlerOptions {
-    HandlerOptions {
-        backoff: Backoff {
-            base: Duration::from_millis(100),
-            max: Duration::from_millis(400),
-            jitter_ratio: 0.1,
-        },
-        ..HandlerOptions::default()
     }
 }
 

@@ -9,8 +9,10 @@ use jobwire_consumer::{
     CancelReason, HandlerOptions, HandlerRegistry, JobContext, JobError, QueueConfig, Worker,
     WorkerConfig, WorkerReport,
 };
-use jobwire_core::{Backoff, JobState, NewJob};
-use jobwire_tests::{expire_lease, test_worker_config, wait_for_all_finished, wait_for_state};
+use jobwire_core::{JobState, NewJob};
+use jobwire_tests::{
+    expire_lease, fast_options, test_worker_config, wait_for_all_finished, wait_for_state,
+};
 use serde_json::json;
 use sqlx::PgPool;
 use tokio::sync::mpsc;
@@ -19,17 +21,6 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 const WAIT: Duration = Duration::from_secs(20);
-
-fn fast_options() -> HandlerOptions {
-    HandlerOptions {
-        backoff: Backoff {
-            base: Duration::from_millis(100),
-            max: Duration::from_millis(400),
-            jitter_ratio: 0.1,
-        },
-        ..HandlerOptions::default()
-    }
-}
 
 fn builtin_registry() -> HandlerRegistry {
     let mut registry = HandlerRegistry::new();
