@@ -443,7 +443,9 @@ impl Transport for Hanging {
 async fn rows_held_by_a_stuck_relay_go_to_another_after_the_transaction_timeout(pool: PgPool) {
     let ids = write_outbox_rows(&pool, "stuck", 20, 1).await.unwrap();
     let config = RelayConfig {
-        transaction_timeout: Duration::from_millis(500),
+        // Long enough that a loaded machine still sees the rows locked
+        // before the timeout frees them (the window is this long, once).
+        transaction_timeout: Duration::from_secs(3),
         ..fast_config()
     };
     let stuck = RunningRelay::start(&pool, Arc::new(Hanging), config.clone());
