@@ -3,6 +3,8 @@
 //! Scenarios that need a capability the target does not declare return
 //! early (and say so on stderr). Every backend's test file runs them all
 //! against its real broker with [`conformance_tests!`](crate::conformance_tests).
+//! A scenario that passes deletes the destinations it made, so runs do not
+//! fill a developer's broker; one that fails leaves them for inspection.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -111,6 +113,21 @@ async fn ack_all(subscriber: &mut dyn Subscriber, deliveries: &[Delivery]) {
     subscriber.ack(&receipts).await.expect("ack");
 }
 
+/// Delete a scenario's destination once its assertions passed. A failure
+/// is only reported on stderr: the scenario's own result is what counts,
+/// and debris is not a conformance failure. Bounded, so a broker that
+/// stops answering cannot hang a scenario that passed.
+async fn clean_up(transport: &dyn Transport, topic: &str) {
+    match tokio::time::timeout(EXPECT, transport.delete_topic(topic)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => eprintln!("{}: could not delete {topic}: {err}", transport.name()),
+        Err(_) => eprintln!(
+            "{}: deleting {topic} took longer than {EXPECT:?}; left as it is",
+            transport.name()
+        ),
+    }
+}
+
 async fn assert_quiet(subscriber: &mut dyn Subscriber) {
     let extra = subscriber.receive(10, QUIET).await.expect("receive");
     assert!(
@@ -149,6 +166,7 @@ pub async fn round_trip(target: &dyn ConformanceTarget) {
     ack_all(subscriber.as_mut(), &received).await;
     assert_quiet(subscriber.as_mut()).await;
     subscriber.close().await.expect("close");
+    clean_up(transport.as_ref(), &topic).await;
 }
 
 /// A batch of 50 is published in one call and every message arrives once.
@@ -187,6 +205,7 @@ pub async fn batch_publish(target: &dyn ConformanceTarget) {
     assert_eq!(received.len(), batch.len(), "none twice");
     assert_quiet(subscriber.as_mut()).await;
     subscriber.close().await.expect("close");
+    clean_up(transport.as_ref(), &topic).await;
 }
 
 /// `nack(requeue)` brings the message back.
@@ -216,6 +235,7 @@ pub async fn nack_requeues(target: &dyn ConformanceTarget) {
     ack_all(subscriber.as_mut(), &again).await;
     assert_quiet(subscriber.as_mut()).await;
     subscriber.close().await.expect("close");
+    clean_up(transport.as_ref(), &topic).await;
 }
 
 /// A delivery that was never acknowledged comes back to the next subscriber
@@ -244,6 +264,7 @@ pub async fn unacked_redelivered_after_restart(target: &dyn ConformanceTarget) {
     assert_eq!(again[0].outbox_id(), Some(sent.outbox_id));
     ack_all(second.as_mut(), &again).await;
     second.close().await.expect("close");
+    clean_up(transport.as_ref(), &topic).await;
 }
 
 /// Messages of one key arrive in publish order (where declared).
@@ -295,6 +316,7 @@ pub async fn per_key_order(target: &dyn ConformanceTarget) {
         assert_eq!(ids, sorted, "key {key} arrived out of order");
     }
     subscriber.close().await.expect("close");
+    clean_up(transport.as_ref(), &topic).await;
 }
 
 /// A message over the size limit is rejected on its own; the rest of the
@@ -327,6 +349,7 @@ pub async fn oversized_message_is_rejected_alone(target: &dyn ConformanceTarget)
     ack_all(subscriber.as_mut(), &received).await;
     assert_quiet(subscriber.as_mut()).await;
     subscriber.close().await.expect("close");
+    clean_up(transport.as_ref(), &topic).await;
 }
 
 /// The transport carries bytes, not meaning: a payload that is not valid
@@ -345,9 +368,11 @@ pub async fn malformed_payload_round_trips(target: &dyn ConformanceTarget) {
     assert_eq!(received[0].payload, garbage.payload);
     ack_all(subscriber.as_mut(), &received).await;
     subscriber.close().await.expect("close");
+    clean_up(transport.as_ref(), &topic).await;
 }
 
-/// A destination no broker accepts is rejected, not dropped.
+/// A destination no broker accepts is rejected, not dropped. (Nothing to
+/// clean up: the name cannot exist.)
 pub async fn invalid_destination_is_rejected(target: &dyn ConformanceTarget) {
     let transport = target.transport().await;
     let bad = format!("bad destination/{}", "x".repeat(300));
@@ -360,7 +385,8 @@ pub async fn invalid_destination_is_rejected(target: &dyn ConformanceTarget) {
 }
 
 /// Publishing while the broker is unreachable is an error for every
-/// message, within a bounded time: nothing is silently dropped.
+/// message, within a bounded time: nothing is silently dropped. (Nothing to
+/// clean up: the real broker never saw the topic.)
 pub async fn unreachable_broker_is_an_error(target: &dyn ConformanceTarget) {
     let transport = target.unreachable().await;
     let topic = target.topic("unreachable");
@@ -380,6 +406,46 @@ pub async fn unreachable_broker_is_an_error(target: &dyn ConformanceTarget) {
     }
 }
 
+/// `delete_topic` removes the destination with what is queued on it, and
+/// deleting it again is no error. A subscriber on the same name afterwards
+/// starts from nothing: it does not get the deleted message, and it does
+/// get one published after the delete through the same transport (which
+/// must not trust a destination it created before the delete).
+pub async fn delete_topic_removes_the_destination(target: &dyn ConformanceTarget) {
+    let transport = target.transport().await;
+    let topic = target.topic("delete");
+    let deleted = envelope(&topic, Some("k"), b"{\"n\":1}");
+    publish_ok(transport.as_ref(), std::slice::from_ref(&deleted)).await;
+    transport
+        .delete_topic(&topic)
+        .await
+        .expect("delete the topic");
+    transport
+        .delete_topic(&topic)
+        .await
+        .expect("deleting a topic that is gone is no error");
+
+    let mut subscriber = transport
+        .subscribe(&topic, &target.subscribe_options())
+        .await
+        .expect("subscribe to the deleted topic's name");
+    assert_quiet(subscriber.as_mut()).await;
+    let after = envelope(&topic, Some("k"), b"{\"n\":2}");
+    publish_ok(transport.as_ref(), std::slice::from_ref(&after)).await;
+    let received = receive_count(subscriber.as_mut(), 1, EXPECT).await;
+    let ids: Vec<Option<i64>> = received.iter().map(Delivery::outbox_id).collect();
+    assert_eq!(
+        ids,
+        vec![Some(after.outbox_id)],
+        "only the message published after the delete arrives (deleted: {})",
+        deleted.outbox_id
+    );
+    ack_all(subscriber.as_mut(), &received).await;
+    assert_quiet(subscriber.as_mut()).await;
+    subscriber.close().await.expect("close");
+    clean_up(transport.as_ref(), &topic).await;
+}
+
 /// Define one `#[tokio::test]` per conformance scenario for `$target` (an
 /// expression building a [`ConformanceTarget`]).
 #[macro_export]
@@ -388,7 +454,8 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@each $target;
             round_trip, batch_publish, nack_requeues, unacked_redelivered_after_restart,
             per_key_order, oversized_message_is_rejected_alone, malformed_payload_round_trips,
-            invalid_destination_is_rejected, unreachable_broker_is_an_error);
+            invalid_destination_is_rejected, unreachable_broker_is_an_error,
+            delete_topic_removes_the_destination);
     };
     (@each $target:expr; $($scenario:ident),*) => {
         $(

@@ -2,6 +2,14 @@
 //! producer with `acks=all` keyed by the message key (per-key order through
 //! the partition), an explicit ensure-topic step, and a consumer group whose
 //! offsets are committed only up to the lowest unacknowledged delivery.
+//!
+//! Offsets are committed only from what this member received in the
+//! partition's current log: the progress of a partition is forgotten when
+//! the partition is revoked, and started over when its offsets go backwards
+//! below what was acknowledged (the broker lost its log, or the topic was
+//! deleted and re-created). Otherwise a stale, far-too-high offset would be
+//! committed and the next member would start past the end of the new log,
+//! skipping every wake-up below it — the reconciler's re-wakes included.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -10,9 +18,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::FutureExt;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
+use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::consumer::{
+    BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
+};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Headers as _, Message, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -104,6 +114,43 @@ impl Shared {
             }
         }
         self.known_topics.lock().await.insert(topic.to_owned());
+        Ok(())
+    }
+
+    async fn delete_topic(&self, topic: &str) -> Result<(), TransportError> {
+        // Forgotten before (a failed delete may still have deleted it) and
+        // after (a publish racing the delete may have found it still there):
+        // an extra ensure costs a round trip, a stale entry sends to a topic
+        // that is gone.
+        self.known_topics.lock().await.remove(topic);
+        // The operation timeout makes the broker answer once the controller
+        // has deleted the topic, so creating it again right after works.
+        let options = AdminOptions::new()
+            .operation_timeout(Some(self.config.timeout))
+            .request_timeout(Some(self.config.timeout));
+        let results = self
+            .admin
+            .delete_topics(&[topic], &options)
+            .await
+            .map_err(|err| {
+                TransportError::Unavailable(format!("cannot delete topic {topic}: {err}"))
+            })?;
+        for result in results {
+            match result {
+                Ok(_)
+                | Err((
+                    _,
+                    RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic,
+                )) => {}
+                Err((name, code @ RDKafkaErrorCode::InvalidTopic)) => {
+                    return Err(TransportError::Refused(format!("topic {name}: {code}")));
+                }
+                Err((name, code)) => {
+                    return Err(TransportError::Unavailable(format!("topic {name}: {code}")));
+                }
+            }
+        }
+        self.known_topics.lock().await.remove(topic);
         Ok(())
     }
 }
@@ -232,7 +279,8 @@ impl Transport for KafkaTransport {
         options: &SubscribeOptions,
     ) -> Result<Box<dyn Subscriber>, TransportError> {
         self.shared.ensure_topic(topic).await?;
-        let consumer: StreamConsumer = ClientConfig::new()
+        let revoked = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let consumer: StreamConsumer<RevocationContext> = ClientConfig::new()
             .set("bootstrap.servers", &self.shared.config.bootstrap)
             .set("group.id", &options.group)
             .set("enable.auto.commit", "false")
@@ -243,7 +291,9 @@ impl Transport for KafkaTransport {
                 "fetch.wait.max.ms",
                 self.shared.config.fetch_wait.as_millis().to_string(),
             )
-            .create()
+            .create_with_context(RevocationContext {
+                revoked: revoked.clone(),
+            })
             .map_err(|err| TransportError::Refused(format!("consumer config: {err}")))?;
         consumer
             .subscribe(&[topic])
@@ -252,6 +302,10 @@ impl Transport for KafkaTransport {
             consumer: Some(Arc::new(consumer)),
             topic: topic.to_owned(),
             progress: HashMap::new(),
+            epochs: 0,
+            revoked,
+            last_position_check: tokio::time::Instant::now(),
+            timeout: self.shared.config.timeout,
         }))
     }
 
@@ -266,14 +320,31 @@ impl Transport for KafkaTransport {
         .map_err(|err| TransportError::Unavailable(err.to_string()))?
         .map_err(|err| TransportError::Unavailable(format!("flush: {err}")))
     }
+
+    async fn delete_topic(&self, topic: &str) -> Result<(), TransportError> {
+        self.shared.delete_topic(topic).await
+    }
 }
 
 /// Which offsets of a partition are received but not yet acknowledged.
-#[derive(Default)]
 struct PartitionProgress {
     unacked: BTreeSet<i64>,
     /// One past the highest offset received.
     next: i64,
+    /// Which tracking of this partition the receipts belong to: a receipt
+    /// from before a revocation or a log restart acknowledges nothing now
+    /// (its offset may name another message of the new log).
+    epoch: u64,
+}
+
+impl PartitionProgress {
+    fn new(epoch: u64) -> Self {
+        PartitionProgress {
+            unacked: BTreeSet::new(),
+            next: 0,
+            epoch,
+        }
+    }
 }
 
 impl PartitionProgress {
@@ -283,14 +354,107 @@ impl PartitionProgress {
     }
 }
 
-struct KafkaSubscriber {
-    consumer: Option<Arc<StreamConsumer>>,
-    topic: String,
-    progress: HashMap<(String, i32), PartitionProgress>,
+/// Tells the subscriber which partitions the group took away, so it stops
+/// tracking (and committing) them: the member that gets a partition next
+/// starts from the offset committed while this one still held it.
+struct RevocationContext {
+    revoked: Arc<std::sync::Mutex<Vec<(String, i32)>>>,
 }
 
+impl ClientContext for RevocationContext {}
+
+impl ConsumerContext for RevocationContext {
+    fn pre_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(partitions) = rebalance {
+            let mut revoked = self.revoked.lock().expect("revocation list poisoned");
+            for partition in partitions.elements() {
+                revoked.push((partition.topic().to_owned(), partition.partition()));
+            }
+        }
+    }
+}
+
+struct KafkaSubscriber {
+    consumer: Option<Arc<StreamConsumer<RevocationContext>>>,
+    topic: String,
+    progress: HashMap<(String, i32), PartitionProgress>,
+    /// The last tracking epoch handed out (see [`PartitionProgress::epoch`]).
+    epochs: u64,
+    /// Partitions revoked since the last look (filled by the consumer's
+    /// rebalance callback).
+    revoked: Arc<std::sync::Mutex<Vec<(String, i32)>>>,
+    /// When fetch positions were last compared with the logs' ends.
+    last_position_check: tokio::time::Instant,
+    /// Broker call timeout.
+    timeout: Duration,
+}
+
+/// How often an idle subscriber checks that no fetch position is past the
+/// end of its partition's log.
+const POSITION_CHECK_INTERVAL: Duration = Duration::from_secs(5);
+
 impl KafkaSubscriber {
-    fn consumer(&self) -> Result<&Arc<StreamConsumer>, TransportError> {
+    /// Forget the progress of partitions the group took away: acknowledging
+    /// their deliveries later commits nothing (the wake-ups may come again
+    /// to the new holder; duplicates are harmless, skipped ones are not).
+    fn forget_revoked(&mut self) {
+        let revoked: Vec<_> =
+            std::mem::take(&mut *self.revoked.lock().expect("revocation list poisoned"));
+        for key in revoked {
+            self.progress.remove(&key);
+        }
+    }
+
+    /// Never skip forward silently: a fetch position past the end of its
+    /// partition's log means the log started over (a broker that lost it, a
+    /// topic deleted and re-created). Apache Kafka answers such a fetch with
+    /// OFFSET_OUT_OF_RANGE and librdkafka resets it (`auto.offset.reset =
+    /// earliest`); a broker that just returns nothing would leave this
+    /// member waiting past the end for ever, and every wake-up below it
+    /// unread. So an idle subscriber looks every few seconds and moves such
+    /// a position back to the start of the log.
+    async fn rewind_positions_past_the_end(
+        &mut self,
+        consumer: &Arc<StreamConsumer<RevocationContext>>,
+    ) {
+        if self.last_position_check.elapsed() < POSITION_CHECK_INTERVAL {
+            return;
+        }
+        self.last_position_check = tokio::time::Instant::now();
+        let consumer = consumer.clone();
+        let timeout = self.timeout;
+        let rewound = tokio::task::spawn_blocking(move || {
+            let mut rewound = Vec::new();
+            let Ok(positions) = consumer.position() else {
+                return rewound;
+            };
+            for element in positions.elements() {
+                let Offset::Offset(position) = element.offset() else {
+                    continue;
+                };
+                let (topic, partition) = (element.topic(), element.partition());
+                let Ok((low, high)) = consumer.fetch_watermarks(topic, partition, timeout) else {
+                    continue;
+                };
+                if position > high
+                    && consumer
+                        .seek(topic, partition, Offset::Offset(low), timeout)
+                        .is_ok()
+                {
+                    rewound.push((topic.to_owned(), partition, position, low));
+                }
+            }
+            rewound
+        })
+        .await
+        .unwrap_or_default();
+        for (topic, partition, position, low) in rewound {
+            tracing::warn!(%topic, partition, position, rewound_to = low,
+                "kafka fetch position was past the end of the partition's log (the log started over); reading it from its start");
+        }
+    }
+
+    fn consumer(&self) -> Result<&Arc<StreamConsumer<RevocationContext>>, TransportError> {
         self.consumer
             .as_ref()
             .ok_or_else(|| TransportError::Refused("subscriber is closed".into()))
@@ -309,7 +473,22 @@ impl KafkaSubscriber {
         let topic = message.topic().to_owned();
         let partition = message.partition();
         let offset = message.offset();
-        let progress = self.progress.entry((topic.clone(), partition)).or_default();
+        self.epochs += 1;
+        let fresh_epoch = self.epochs;
+        let progress = self
+            .progress
+            .entry((topic.clone(), partition))
+            .or_insert_with(|| PartitionProgress::new(fresh_epoch));
+        if offset < progress.committable() {
+            // Below what this member already acknowledged: the partition's
+            // log started over (a broker that lost it, a topic deleted and
+            // re-created). Track the new log from here; never commit the old
+            // log's offsets against it.
+            tracing::warn!(%topic, partition, offset, was = progress.committable(),
+                "kafka partition offsets went backwards (its log started over); offset tracking restarted");
+            *progress = PartitionProgress::new(fresh_epoch);
+        }
+        let epoch = progress.epoch;
         progress.unacked.insert(offset);
         progress.next = progress.next.max(offset + 1);
         Delivery {
@@ -325,12 +504,14 @@ impl KafkaSubscriber {
                 topic,
                 partition,
                 offset,
+                epoch,
             }),
         }
     }
 
     /// Mark `receipts` acknowledged; returns the offsets now committable.
     fn settle(&mut self, receipts: &[Receipt]) -> Result<TopicPartitionList, TransportError> {
+        self.forget_revoked();
         let mut touched = HashSet::new();
         for receipt in receipts {
             #[allow(irrefutable_let_patterns)]
@@ -338,8 +519,10 @@ impl KafkaSubscriber {
                 topic,
                 partition,
                 offset,
+                epoch,
             } = &receipt.0
                 && let Some(progress) = self.progress.get_mut(&(topic.clone(), *partition))
+                && progress.epoch == *epoch
             {
                 progress.unacked.remove(offset);
                 touched.insert((topic.clone(), *partition));
@@ -363,9 +546,13 @@ impl Subscriber for KafkaSubscriber {
         wait: Duration,
     ) -> Result<Vec<Delivery>, TransportError> {
         let consumer = self.consumer()?.clone();
+        self.forget_revoked();
         let mut deliveries = Vec::new();
         match tokio::time::timeout(wait, consumer.recv()).await {
-            Err(_) => return Ok(deliveries),
+            Err(_) => {
+                self.rewind_positions_past_the_end(&consumer).await;
+                return Ok(deliveries);
+            }
             Ok(Err(err)) => return Err(TransportError::Unavailable(err.to_string())),
             Ok(Ok(message)) => deliveries.push(self.convert(&message)),
         }
@@ -404,6 +591,7 @@ impl Subscriber for KafkaSubscriber {
     }
 
     async fn close(&mut self) -> Result<(), TransportError> {
+        self.forget_revoked();
         let Some(consumer) = self.consumer.take() else {
             return Ok(());
         };

@@ -126,6 +126,8 @@ pub(crate) enum ReceiptInner {
         topic: String,
         partition: i32,
         offset: i64,
+        /// The subscriber's tracking epoch of the partition when received.
+        epoch: u64,
     },
 }
 
@@ -237,6 +239,25 @@ pub trait Transport: Send + Sync {
     async fn purge(&self, topic: &str) -> Result<Option<u64>, TransportError> {
         Err(TransportError::Refused(format!(
             "{} cannot purge {topic}",
+            self.name()
+        )))
+    }
+
+    /// Delete the destination `topic` and everything queued on it (the
+    /// RabbitMQ queue, the SQS queue, the Kafka topic with its partitions).
+    /// Deleting one that does not exist is `Ok`, so cleaning up twice, or
+    /// after a setup that never created it, is harmless.
+    ///
+    /// Meant for tests and tooling that make throwaway destinations; the
+    /// relay and the consumer never call it, since a destination in service
+    /// is the operator's to remove. Close subscribers on `topic` first: an
+    /// open one may fail, or (where subscribing declares the destination)
+    /// bring it back when it reconnects. Publishing to `topic` afterwards
+    /// creates it afresh. Not every implementation can delete: the default
+    /// refuses, as for [`Transport::purge`].
+    async fn delete_topic(&self, topic: &str) -> Result<(), TransportError> {
+        Err(TransportError::Refused(format!(
+            "{} cannot delete {topic}",
             self.name()
         )))
     }

@@ -206,6 +206,14 @@ impl Transport for MemoryTransport {
             purged as u64
         })))
     }
+
+    async fn delete_topic(&self, topic: &str) -> Result<(), TransportError> {
+        // Ready and in-flight messages go with the topic. A subscriber still
+        // open sees only what is published afterwards; its acks and nacks
+        // of what it held find nothing to settle.
+        self.inner.lock().topics.remove(topic);
+        Ok(())
+    }
 }
 
 struct MemorySubscriber {

@@ -10,10 +10,13 @@ use async_trait::async_trait;
 use futures::{FutureExt, StreamExt};
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
-    ConfirmSelectOptions, QueueDeclareOptions, QueuePurgeOptions,
+    ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions, QueuePurgeOptions,
 };
+use lapin::protocol::{AMQPErrorKind, AMQPSoftError};
 use lapin::types::{AMQPValue, FieldTable};
-use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, Consumer};
+use lapin::{
+    BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, Consumer, ErrorKind,
+};
 use tokio::sync::Mutex;
 
 use crate::{
@@ -294,6 +297,55 @@ impl Transport for RabbitTransport {
         session.close().await;
         Ok(Some(u64::from(purged?)))
     }
+
+    async fn delete_topic(&self, topic: &str) -> Result<(), TransportError> {
+        // A session of its own, as for `purge`: a refused request closes the
+        // channel it was sent on, and that must not be the publisher's.
+        // RabbitMQ answers delete-ok for a missing queue; the AMQP 0-9-1
+        // spec (and other brokers) say 404 NOT_FOUND, which is the same
+        // outcome here.
+        let session = Session::open(&self.config)
+            .await
+            .map_err(TransportError::Unavailable)?;
+        let deleted = session
+            .channel
+            .queue_delete(
+                topic.into(),
+                QueueDeleteOptions {
+                    if_unused: false,
+                    if_empty: false,
+                    ..QueueDeleteOptions::default()
+                },
+            )
+            .await;
+        session.close().await;
+        // Forget the declaration even when the delete failed halfway: the
+        // next publish declaring again costs one round trip, while
+        // publishing to a queue that is gone is confirmed and dropped
+        // (unroutable on the default exchange).
+        if let Some(publisher) = self.publisher.lock().await.as_mut() {
+            publisher.declared.remove(topic);
+        }
+        match deleted {
+            Ok(_) => Ok(()),
+            Err(err) if is_not_found(&err) => Ok(()),
+            Err(err) if matches!(err.kind(), ErrorKind::ProtocolError(_)) => {
+                Err(TransportError::Refused(format!("delete {topic}: {err}")))
+            }
+            Err(err) => Err(TransportError::Unavailable(format!(
+                "delete {topic}: {err}"
+            ))),
+        }
+    }
+}
+
+/// Whether the broker answered 404 NOT_FOUND (the queue is not there).
+fn is_not_found(err: &lapin::Error) -> bool {
+    matches!(
+        err.kind(),
+        ErrorKind::ProtocolError(amqp)
+            if matches!(amqp.kind(), AMQPErrorKind::Soft(AMQPSoftError::NOTFOUND))
+    )
 }
 
 struct LiveConsumer {

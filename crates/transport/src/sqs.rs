@@ -286,9 +286,7 @@ impl SqsTransport {
             }
             Err(err) => {
                 let text = DisplayErrorContext(&err).to_string();
-                if err.code() == Some("AWS.SimpleQueueService.NonExistentQueue")
-                    || err.code() == Some("QueueDoesNotExist")
-                {
+                if queue_missing(&err) {
                     // Purged or deleted under us: look it up afresh next time.
                     self.queue_urls.lock().await.retain(|_, known| known != url);
                 }
@@ -426,10 +424,45 @@ impl Transport for SqsTransport {
         // SQS does not say how many it dropped.
         Ok(None)
     }
+
+    async fn delete_topic(&self, topic: &str) -> Result<(), TransportError> {
+        let name = self.queue_name(topic)?;
+        // Looked up afresh rather than from `queue_urls`: `queue_url` would
+        // create the queue just to delete it, and a cached URL may belong
+        // to a queue someone else already deleted.
+        let lookup = self.client.get_queue_url().queue_name(&name).send().await;
+        let url = match lookup {
+            Ok(output) => output.queue_url().map(str::to_owned),
+            Err(err) if queue_missing(&err) => None,
+            Err(err) => return Err(unavailable(err)),
+        };
+        if let Some(url) = url {
+            match self.client.delete_queue().queue_url(&url).send().await {
+                Ok(_) => {}
+                Err(err) if queue_missing(&err) => {}
+                Err(err) => return Err(unavailable(err)),
+            }
+        }
+        // Publishing or subscribing to `topic` again creates a new queue.
+        // AWS itself refuses that for 60 seconds after a delete
+        // (QueueDeletedRecently); the local emulators do not by default.
+        self.queue_urls.lock().await.remove(&name);
+        Ok(())
+    }
 }
 
 fn unavailable<E: std::error::Error + 'static>(err: E) -> TransportError {
     TransportError::Unavailable(DisplayErrorContext(&err).to_string())
+}
+
+/// Whether SQS says the queue is not there: the code is the query
+/// protocol's under AWS's JSON compatibility header, the plain one from
+/// emulators that do not send it.
+fn queue_missing(err: &impl ProvideErrorMetadata) -> bool {
+    matches!(
+        err.code(),
+        Some("AWS.SimpleQueueService.NonExistentQueue" | "QueueDoesNotExist")
+    )
 }
 
 struct SqsSubscriber {

@@ -36,3 +36,79 @@ impl ConformanceTarget for KafkaTarget {
 }
 
 jobwire_transport::conformance_tests!(KafkaTarget);
+
+/// A partition whose log starts over (the topic deleted and re-created, or a
+/// broker that lost its log) while a group member holds progress on it: the
+/// member must commit offsets of the new log, not the old, far-too-high one.
+/// Otherwise the next member of the group starts past the end of the new
+/// log and skips every wake-up below it (or, on Apache Kafka, is reset to
+/// the beginning and gets everything again).
+#[tokio::test]
+async fn a_log_that_starts_over_does_not_skip_or_repeat_wake_ups() {
+    use jobwire_transport::SubscribeOptions;
+    use jobwire_transport::conformance::{envelope, receive_count};
+
+    let transport = KafkaTarget.transport().await;
+    let topic = KafkaTarget.topic("log_starts_over");
+    let options = SubscribeOptions {
+        group: format!("restart-{}", uuid::Uuid::new_v4().simple()),
+        prefetch: 100,
+        ..SubscribeOptions::default()
+    };
+    let publish = |label: String| {
+        let transport = transport.clone();
+        let topic = topic.clone();
+        async move {
+            // One key: one partition, so offsets are easy to reason about.
+            let results = transport
+                .publish(&[envelope(&topic, Some("one-key"), label.as_bytes())])
+                .await;
+            assert!(results.iter().all(Result::is_ok), "{results:?}");
+        }
+    };
+    let ack = |deliveries: &[jobwire_transport::Delivery]| -> Vec<jobwire_transport::Receipt> {
+        deliveries.iter().map(|d| d.receipt.clone()).collect()
+    };
+    let labels = |deliveries: &[jobwire_transport::Delivery]| -> Vec<String> {
+        deliveries
+            .iter()
+            .map(|d| String::from_utf8_lossy(&d.payload).into_owned())
+            .collect()
+    };
+
+    // 1. The first member reads and acknowledges 20 messages: offsets 0..20.
+    let mut first = transport.subscribe(&topic, &options).await.unwrap();
+    for n in 0..20 {
+        publish(format!("old-{n}")).await;
+    }
+    let old = receive_count(first.as_mut(), 20, Duration::from_secs(60)).await;
+    assert_eq!(old.len(), 20, "{:?}", labels(&old));
+    first.ack(&ack(&old)).await.unwrap();
+
+    // 2. The log starts over; the same member goes on reading it.
+    transport.delete_topic(&topic).await.unwrap();
+    for n in 0..3 {
+        publish(format!("new-{n}")).await;
+    }
+    let new = receive_count(first.as_mut(), 3, Duration::from_secs(90)).await;
+    assert_eq!(
+        labels(&new),
+        vec!["new-0", "new-1", "new-2"],
+        "the member must read the new log from its start"
+    );
+    first.ack(&ack(&new)).await.unwrap();
+    first.close().await.unwrap();
+
+    // 3. The next member of the group starts where the first one left the
+    //    new log: it gets exactly what came after, nothing skipped, nothing
+    //    from before again.
+    let mut second = transport.subscribe(&topic, &options).await.unwrap();
+    publish("after-0".into()).await;
+    publish("after-1".into()).await;
+    let after = receive_count(second.as_mut(), 2, Duration::from_secs(60)).await;
+    let extra = second.receive(10, Duration::from_secs(2)).await.unwrap();
+    assert_eq!(labels(&after), vec!["after-0", "after-1"]);
+    assert!(extra.is_empty(), "delivered again: {:?}", labels(&extra));
+    second.close().await.unwrap();
+    let _ = transport.delete_topic(&topic).await;
+}
