@@ -6,13 +6,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 use jobwire_relay::{Relay, RelayConfig};
+use jobwire_server::Node;
 use jobwire_transport::{SubscribeOptions, Transport};
 use serde::Serialize;
 use sqlx::PgPool;
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::{BenchConfig, DatabaseCost, PathUnderTest, cost, counters, progress_bar, run_pool};
+use crate::cost::{cost, counters};
+use crate::harness::{progress_bar, run_pool};
+use crate::{BenchConfig, DatabaseCost, PathUnderTest};
 
 /// The relay draining a backlog of outbox rows.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -98,14 +100,13 @@ pub async fn relay_alone(
     let work = run_pool(pool, config).await?;
     let before = counters(pool).await?;
     let started = Instant::now();
-    let shutdown = CancellationToken::new();
     let relay_config = RelayConfig {
         lane: jobwire_relay::TopicLane::Only(vec![topic.clone()]),
         ..relay_config(config)
     };
-    let relay = tokio::spawn(
-        Relay::new(work.clone(), transport.clone(), relay_config).run(shutdown.clone()),
-    );
+    let mut node = Node::new(work.clone())
+        .with_relay(Relay::new(work.clone(), transport.clone(), relay_config))
+        .start()?;
     let bar = progress_bar(config, rows, format!("{} relay alone", path.name));
     let deadline = started + config.timeout;
     loop {
@@ -118,7 +119,7 @@ pub async fn relay_alone(
             break;
         }
         if Instant::now() > deadline {
-            shutdown.cancel();
+            node.stop().await?;
             bail!(
                 "{} relay alone: {left} of {rows} rows left after {:?}",
                 path.name,
@@ -129,8 +130,7 @@ pub async fn relay_alone(
     }
     let seconds = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
-    shutdown.cancel();
-    relay.await??;
+    node.stop().await?;
     work.close().await;
     let after = counters(pool).await?;
     clean_up(transport.as_ref(), &topic).await;
@@ -181,10 +181,13 @@ pub async fn outbox_lag(
     };
     let mut subscriber = transport.subscribe(&topic, &options).await?;
     let work = run_pool(pool, config).await?;
-    let shutdown = CancellationToken::new();
-    let relay = tokio::spawn(
-        Relay::new(work.clone(), transport.clone(), relay_config(config)).run(shutdown.clone()),
-    );
+    let mut node = Node::new(work.clone())
+        .with_relay(Relay::new(
+            work.clone(),
+            transport.clone(),
+            relay_config(config),
+        ))
+        .start()?;
     // One row through first: the subscriber (a Kafka group member, say)
     // is assigned and reading before the clock runs.
     write_timed_row(&work, &topic).await?;
@@ -193,7 +196,7 @@ pub async fn outbox_lag(
         .await
         .with_context(|| format!("{} outbox lag: warm-up", path.name))?;
     if warm_up.is_empty() {
-        shutdown.cancel();
+        node.stop().await?;
         bail!("{} outbox lag: the warm-up row never arrived", path.name);
     }
     subscriber
@@ -226,7 +229,7 @@ pub async fn outbox_lag(
     let deadline = Instant::now() + config.rate_duration + config.timeout;
     while seen.len() < total {
         if Instant::now() > deadline {
-            shutdown.cancel();
+            node.stop().await?;
             bail!(
                 "{} outbox lag: {} of {total} rows arrived",
                 path.name,
@@ -252,8 +255,7 @@ pub async fn outbox_lag(
     }
     bar.finish_and_clear();
     producer.await??;
-    shutdown.cancel();
-    relay.await??;
+    node.stop().await?;
     subscriber.close().await?;
     work.close().await;
     clean_up(transport.as_ref(), &topic).await;

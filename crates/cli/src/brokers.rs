@@ -5,9 +5,12 @@ use std::sync::Arc;
 use anyhow::{Result, bail};
 use jobwire_core::Dispatch;
 use jobwire_transport::Transport;
+#[cfg(feature = "kafka")]
 use jobwire_transport::kafka::{KafkaConfig, KafkaTransport};
 use jobwire_transport::memory::MemoryTransport;
+#[cfg(feature = "rabbitmq")]
 use jobwire_transport::rabbitmq::{RabbitConfig, RabbitTransport};
+#[cfg(feature = "sqs")]
 use jobwire_transport::sqs::{SqsConfig, SqsTransport};
 
 /// How wake-ups travel.
@@ -26,7 +29,29 @@ pub(crate) enum BrokerKind {
     Kafka,
 }
 
+impl BrokerKind {
+    /// The cargo feature that builds this broker's client.
+    #[cfg_attr(
+        all(feature = "rabbitmq", feature = "sqs", feature = "kafka"),
+        allow(dead_code)
+    )]
+    fn feature_name(self) -> &'static str {
+        match self {
+            BrokerKind::Postgres | BrokerKind::Memory => "default",
+            BrokerKind::Rabbitmq => "rabbitmq",
+            BrokerKind::Sqs => "sqs",
+            BrokerKind::Kafka => "kafka",
+        }
+    }
+}
+
 #[derive(Debug, Clone, clap::Args)]
+// A binary built without a broker still accepts (and ignores) its settings,
+// so scripts and environments work unchanged.
+#[cfg_attr(
+    not(all(feature = "rabbitmq", feature = "sqs", feature = "kafka")),
+    allow(dead_code)
+)]
 pub(crate) struct BrokerArgs {
     /// How wake-ups travel (default: `postgres` for `worker`, `memory` for
     /// `run` and `demo`; `relay` needs a broker).
@@ -63,16 +88,19 @@ impl BrokerArgs {
         self.kind.unwrap_or(default)
     }
 
-    /// The transport for `kind`; `None` for the PostgreSQL path.
+    /// The transport for `kind`; `None` for the PostgreSQL path. A broker
+    /// this binary was built without is an error that says how to get it.
     pub(crate) async fn transport(&self, kind: BrokerKind) -> Result<Option<Arc<dyn Transport>>> {
         Ok(Some(match kind {
             BrokerKind::Postgres => return Ok(None),
             BrokerKind::Memory => Arc::new(MemoryTransport::default()),
+            #[cfg(feature = "rabbitmq")]
             BrokerKind::Rabbitmq => {
                 let mut config = RabbitConfig::new(&self.amqp_url);
                 config.persistent = !self.transient;
                 Arc::new(RabbitTransport::new(config))
             }
+            #[cfg(feature = "sqs")]
             BrokerKind::Sqs => {
                 let mut config = SqsConfig::local(&self.sqs_endpoint);
                 config.region = self.sqs_region.clone();
@@ -83,9 +111,15 @@ impl BrokerArgs {
                 }
                 Arc::new(SqsTransport::new(config).await)
             }
+            #[cfg(feature = "kafka")]
             BrokerKind::Kafka => Arc::new(KafkaTransport::new(KafkaConfig::new(
                 &self.kafka_bootstrap,
             ))?),
+            #[allow(unreachable_patterns)]
+            other => bail!(
+                "this jobwire was built without the {name} transport: rebuild with `cargo build --features {name}` (or the default features)",
+                name = other.feature_name()
+            ),
         }))
     }
 

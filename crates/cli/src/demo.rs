@@ -5,14 +5,17 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use chrono::TimeDelta;
-use jobwire_consumer::maintenance::SweeperConfig;
+use jobwire_consumer::maintenance::{MaintenanceConfig, SweeperConfig};
 use jobwire_consumer::{
     HandlerOptions, HandlerRegistry, QueueConfig, RuntimeConfig, Worker, WorkerConfig,
 };
 use jobwire_core::{Backoff, JobState, NewJob};
 use jobwire_relay::{Relay, RelayConfig};
+use jobwire_server::Node;
 
 use crate::brokers::BrokerKind;
+use crate::database::redact;
+use crate::shutdown::cancel_on_signal;
 use serde_json::json;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgPool};
@@ -127,7 +130,7 @@ pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
         .max_connections(8)
         .connect(database_url)
         .await
-        .with_context(|| format!("cannot connect to {}", crate::redact(database_url)))?;
+        .with_context(|| format!("cannot connect to {}", redact(database_url)))?;
     jobwire_core::migrate(&pool).await?;
     let kind = args.broker.kind_or(BrokerKind::Memory);
     // The demo owns its queue: point it at this run's path every time.
@@ -242,29 +245,30 @@ pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
         queues: vec![QueueConfig::new(QUEUE, 8)],
         poll_interval: Duration::from_millis(250),
         shutdown_timeout: Duration::from_secs(5),
+        ..WorkerConfig::default()
+    };
+    let maintenance = MaintenanceConfig {
         sweeper: Some(SweeperConfig {
             interval: Duration::from_secs(1),
             ..SweeperConfig::default()
         }),
-        retention: None,
-        reconciler: None,
-        ..WorkerConfig::default()
+        ..MaintenanceConfig::none()
     };
     let shutdown = CancellationToken::new();
-    tokio::spawn(crate::cancel_on_signal(shutdown.clone()));
+    tokio::spawn(cancel_on_signal(shutdown.clone()));
     let mut worker = Worker::new(pool.clone(), registry, config);
-    let mut relay = None;
+    let mut node = Node::new(pool.clone()).with_maintenance(maintenance);
     if let Some(transport) = &transport {
         worker = worker.with_transport(transport.clone());
         let relay_config = RelayConfig {
             poll_interval: Duration::from_millis(250),
             ..RelayConfig::default()
         };
-        relay = Some(tokio::spawn(
-            Relay::new(pool.clone(), transport.clone(), relay_config).run(shutdown.clone()),
-        ));
+        node = node
+            .with_relay(Relay::new(pool.clone(), transport.clone(), relay_config))
+            .closing(transport.clone());
     }
-    let worker = tokio::spawn(worker.run(shutdown.clone()));
+    let mut node = node.with_worker(worker).start()?;
 
     // 4. Cancel the long export once it is running.
     let export = tracked
@@ -285,7 +289,8 @@ pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
             break states;
         }
         if tokio::time::Instant::now() > deadline || shutdown.is_cancelled() {
-            shutdown.cancel();
+            // Best effort: the demo is failing anyway; say why below.
+            let _ = node.stop().await;
             bail!(
                 "jobs still unfinished after {} s: {states:?}",
                 args.timeout_s
@@ -293,12 +298,9 @@ pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    shutdown.cancel();
-    let report = worker.await??;
-    let relayed = match relay {
-        Some(relay) => Some(relay.await??),
-        None => None,
-    };
+    let stopped = node.stop().await?;
+    let report = stopped.worker.context("the demo node runs a worker")?;
+    let relayed = stopped.relays.first().copied();
 
     println!(
         "\n{:<40} {:<12} {:<10} {:>8}  {:<18} ok",
@@ -385,7 +387,7 @@ async fn wait_for(
 async fn ensure_database(database_url: &str) -> Result<()> {
     let options: PgConnectOptions = database_url
         .parse()
-        .with_context(|| format!("bad database URL {}", crate::redact(database_url)))?;
+        .with_context(|| format!("bad database URL {}", redact(database_url)))?;
     let Some(name) = options.get_database().map(str::to_owned) else {
         return Ok(());
     };
@@ -396,7 +398,7 @@ async fn ensure_database(database_url: &str) -> Result<()> {
         .database("postgres")
         .connect()
         .await
-        .with_context(|| format!("cannot reach PostgreSQL at {}", crate::redact(database_url)))?;
+        .with_context(|| format!("cannot reach PostgreSQL at {}", redact(database_url)))?;
     let exists: bool =
         sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
             .bind(&name)

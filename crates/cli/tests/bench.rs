@@ -6,8 +6,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-mod common;
-use common::FreshDatabase;
+use jobwire_test_support::FreshDatabase;
 
 const PATHS: [&str; 5] = ["postgres", "memory", "rabbitmq", "sqs", "kafka"];
 

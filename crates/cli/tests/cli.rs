@@ -5,11 +5,9 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use jobwire_core::JobState;
+use jobwire_test_support::FreshDatabase;
 use sqlx::PgPool;
 use uuid::Uuid;
-
-mod common;
-use common::FreshDatabase;
 
 const JOBWIRE: &str = env!("CARGO_BIN_EXE_jobwire");
 
@@ -274,10 +272,39 @@ async fn bad_command_line_input_gets_a_clear_error_and_writes_nothing() {
 
     let unreachable = jobwire("postgres://postgres@127.0.0.1:1/none", &["migrate"]);
     assert!(!unreachable.status.success());
-    assert!(
-        stderr(&unreachable).contains("cannot connect to PostgreSQL"),
-        "{}",
-        stderr(&unreachable)
-    );
+    // The database's own answer, not a pool timeout.
+    let said = stderr(&unreachable);
+    assert!(said.contains("cannot connect to PostgreSQL"), "{said}");
+    assert!(said.to_lowercase().contains("refused"), "{said}");
+    assert!(!said.contains("pool timed out"), "{said}");
+
+    let base = db.url.rsplit_once('/').unwrap().0;
+    let no_database = jobwire(&format!("{base}/jobwire_no_such_database"), &["migrate"]);
+    assert!(!no_database.status.success());
+    let said = stderr(&no_database);
+    assert!(said.contains("does not exist"), "{said}");
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn a_database_without_the_schema_says_to_run_migrate() {
+    let db = FreshDatabase::create().await;
+    let status = jobwire(&db.url, &["status", "0190f0e4-0000-7000-8000-000000000000"]);
+    assert!(!status.status.success());
+    let said = stderr(&status);
+    assert!(said.contains("run `jobwire migrate`"), "{said}");
+
+    // Workers and relays never migrate: they refuse and say what to run.
+    let worker = jobwire(&db.url, &["worker"]);
+    assert!(!worker.status.success());
+    let said = stderr(&worker);
+    assert!(said.contains("run `jobwire migrate` first"), "{said}");
+    let pool = db.pool().await;
+    let schema: bool = sqlx::query_scalar("SELECT to_regclass('jobs') IS NOT NULL")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(!schema, "the worker must not have created the schema");
+    pool.close().await;
     db.drop_database().await;
 }

@@ -9,8 +9,8 @@ use sqlx::PgPool;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::jittered;
 use crate::stats::{WorkerStats, bump};
+use jobwire_loop::Pause;
 
 /// One outcome to record.
 pub(crate) struct Completion {
@@ -62,7 +62,7 @@ async fn write_batch(
     stats: &WorkerStats,
     stop: &CancellationToken,
 ) {
-    let mut pause = Duration::from_millis(50);
+    let mut pause = Pause::new(Duration::from_millis(50), Duration::from_secs(5));
     let mut tries_after_stop = 0;
     loop {
         match jobwire_core::finish_many(pool, owner, batch).await {
@@ -84,8 +84,9 @@ async fn write_batch(
                     }
                 }
                 tracing::warn!(error = %err, outcomes = batch.len(), "writing outcomes failed; retrying");
-                tokio::time::sleep(jittered(pause, 0.2)).await;
-                pause = (pause * 2).min(Duration::from_secs(5));
+                // Not cancellable: the outcomes must be written (or given up
+                // on above) before the worker may report that it stopped.
+                tokio::time::sleep(pause.next_after_failure()).await;
             }
         }
     }

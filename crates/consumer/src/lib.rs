@@ -9,14 +9,16 @@
 //!   (deliveries as wake-ups for one fenced claim per batch), as the database
 //!   dispatches the queue; per-queue concurrency, staged shutdown.
 //! - [`maintenance`]: the lease sweeper, the retention loop and the wake-up
-//!   reconciler.
+//!   reconciler, one file each, run together by [`maintenance::Maintenance`].
 #![warn(missing_docs)]
 
+mod broker_path;
 pub mod builtin;
 mod completer;
 mod handler;
 mod lease_keeper;
 pub mod maintenance;
+mod postgres_path;
 mod runtime;
 mod stats;
 mod worker;
@@ -32,12 +34,4 @@ pub use worker::{QueueConfig, Worker, WorkerConfig, WorkerError};
 pub fn default_worker_id() -> String {
     let random = uuid::Uuid::new_v4().simple().to_string();
     format!("jobwire-{}-{}", std::process::id(), &random[..8])
-}
-
-/// A duration scaled by a random factor in `[1 - spread, 1 + spread]`, so that
-/// many workers polling or retrying do not move in lockstep.
-pub(crate) fn jittered(base: std::time::Duration, spread: f64) -> std::time::Duration {
-    use rand::Rng;
-    let factor = 1.0 + rand::rng().random_range(-spread..=spread);
-    base.mul_f64(factor.max(0.0))
 }

@@ -28,6 +28,9 @@ pub struct WorkerStats {
     pub(crate) wake_ups_not_due: AtomicU64,
     pub(crate) wake_ups_unknown: AtomicU64,
     pub(crate) wake_ups_contended: AtomicU64,
+    pub(crate) wake_ups_paused: AtomicU64,
+    pub(crate) wake_ups_other_queue: AtomicU64,
+    pub(crate) safety_net_claims: AtomicU64,
     pub(crate) completed_by_handler: AtomicU64,
 }
 
@@ -61,6 +64,9 @@ impl WorkerStats {
             wake_ups_not_due: get(&self.wake_ups_not_due),
             wake_ups_unknown: get(&self.wake_ups_unknown),
             wake_ups_contended: get(&self.wake_ups_contended),
+            wake_ups_paused: get(&self.wake_ups_paused),
+            wake_ups_other_queue: get(&self.wake_ups_other_queue),
+            safety_net_claims: get(&self.safety_net_claims),
             completed_by_handler: get(&self.completed_by_handler),
         }
     }
@@ -111,6 +117,16 @@ pub struct WorkerReport {
     pub wake_ups_unknown: u64,
     /// Wake-ups for a job another claimer took at that very moment.
     pub wake_ups_contended: u64,
+    /// Wake-ups for a job of a paused queue (it is woken again on resume).
+    pub wake_ups_paused: u64,
+    /// Wake-ups for a job of a queue this worker does not serve from that
+    /// topic (mis-routed): never claimed, so they cannot bypass that queue's
+    /// own workers, slots and pause.
+    pub wake_ups_other_queue: u64,
+    /// Broker-path jobs claimed straight from the table by the safety net
+    /// because they waited past its bound: each one is a wake-up the broker
+    /// path lost or delayed (a sign that path is unhealthy).
+    pub safety_net_claims: u64,
     /// Jobs whose handler completed them in its own transaction
     /// ([`crate::JobContext::commit_with_completion`]).
     pub completed_by_handler: u64,

@@ -11,19 +11,19 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jobwire_core::{ClaimMiss, Dispatch, WAKE_CHANNEL};
-use jobwire_transport::{Delivery, SubscribeOptions, Subscriber, Transport, header};
+use jobwire_core::Dispatch;
+#[cfg(doc)]
+use jobwire_core::WAKE_CHANNEL;
+use jobwire_transport::{SubscribeOptions, Transport};
 use sqlx::PgPool;
-use sqlx::postgres::PgListener;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::maintenance::{
-    Reconciler, ReconcilerConfig, Retention, RetentionConfig, Sweeper, SweeperConfig,
-};
-use crate::stats::{WorkerStats, bump};
-use crate::{HandlerRegistry, JobRuntime, RuntimeConfig, WorkerReport, jittered};
+use crate::broker_path::{BrokerQueue, SafetyNet, consume_queue};
+use crate::postgres_path::{fetch_queue, listen_for_wake_ups};
+use crate::stats::WorkerStats;
+use crate::{HandlerRegistry, JobRuntime, RuntimeConfig, WorkerReport};
 
 /// One queue a worker serves and how many of its jobs may run at once.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,12 +69,15 @@ pub struct WorkerConfig {
     pub subscribe: SubscribeOptions,
     /// How long shutdown waits for running jobs before cancelling them.
     pub shutdown_timeout: Duration,
-    /// Run a lease sweeper in this process (several sweepers are safe).
-    pub sweeper: Option<SweeperConfig>,
-    /// Run the retention loop in this process.
-    pub retention: Option<RetentionConfig>,
-    /// Run the wake-up reconciler in this process (broker-dispatched queues).
-    pub reconciler: Option<ReconcilerConfig>,
+    /// Broker path: a due job that has waited this long past its
+    /// `run_after` without a wake-up claiming it is claimed straight from
+    /// the table (the safety net; counted as `safety_net_claims`). `None`
+    /// turns the net off, leaving recovery to the reconciler alone. Default
+    /// 3 minutes: three times the reconciler's default grace, so the net
+    /// only acts when a re-wake did not help either.
+    pub safety_net_after: Option<Duration>,
+    /// Broker path: how often the safety net looks (jittered by ±20 %).
+    pub safety_net_interval: Duration,
 }
 
 impl Default for WorkerConfig {
@@ -88,9 +91,8 @@ impl Default for WorkerConfig {
             receive_wait: Duration::from_secs(1),
             subscribe: SubscribeOptions::default(),
             shutdown_timeout: Duration::from_secs(30),
-            sweeper: Some(SweeperConfig::default()),
-            retention: Some(RetentionConfig::default()),
-            reconciler: Some(ReconcilerConfig::default()),
+            safety_net_after: Some(Duration::from_secs(180)),
+            safety_net_interval: Duration::from_secs(5),
         }
     }
 }
@@ -130,6 +132,13 @@ impl WorkerConfig {
         if self.poll_interval.is_zero() || self.receive_wait.is_zero() {
             return Err(WorkerError::Config(
                 "poll_interval and receive_wait must be positive".into(),
+            ));
+        }
+        if self.safety_net_after.is_some_and(|after| after.is_zero())
+            || self.safety_net_interval.is_zero()
+        {
+            return Err(WorkerError::Config(
+                "safety_net_after and safety_net_interval must be positive".into(),
             ));
         }
         Ok(())
@@ -213,26 +222,36 @@ impl Worker {
                 stop_fetching.clone(),
             ));
         }
-        for (queue, dispatch) in dispatches {
+        for (queue, dispatch) in &dispatches {
             match (dispatch, &self.transport) {
                 (Dispatch::Broker { topic }, Some(transport)) => {
                     let mut options = config.subscribe.clone();
                     options.prefetch = u16::try_from(queue.concurrency).unwrap_or(u16::MAX);
-                    fetchers.spawn(consume_queue(
-                        runtime.clone(),
-                        transport.clone(),
-                        topic,
+                    let served_from_topic = dispatches
+                        .iter()
+                        .filter(|(_, other)| other == dispatch)
+                        .map(|(other, _)| other.name.clone())
+                        .collect();
+                    let broker_queue = BrokerQueue {
+                        runtime: runtime.clone(),
+                        transport: transport.clone(),
+                        topic: topic.clone(),
+                        queue: queue.name.clone(),
+                        served_from_topic,
                         options,
-                        queue.concurrency,
-                        config.receive_wait,
-                        stop_fetching.clone(),
-                    ));
+                        concurrency: queue.concurrency,
+                        receive_wait: config.receive_wait,
+                        safety_net: config
+                            .safety_net_after
+                            .map(|after| SafetyNet::new(after, config.safety_net_interval)),
+                    };
+                    fetchers.spawn(consume_queue(broker_queue, stop_fetching.clone()));
                 }
                 _ => {
                     fetchers.spawn(fetch_queue(
                         runtime.clone(),
                         wake_ups[&queue.name].clone(),
-                        queue,
+                        queue.clone(),
                         config.claim_batch_size,
                         config.claim_linger,
                         config.poll_interval,
@@ -242,331 +261,13 @@ impl Worker {
             }
         }
 
-        let stop_maintenance = CancellationToken::new();
-        let mut maintenance = JoinSet::new();
-        if let Some(sweeper) = config.sweeper.clone() {
-            maintenance
-                .spawn(Sweeper::new(self.pool.clone(), sweeper).run(stop_maintenance.clone()));
-        }
-        if let Some(retention) = config.retention.clone() {
-            maintenance
-                .spawn(Retention::new(self.pool.clone(), retention).run(stop_maintenance.clone()));
-        }
-        if let Some(reconciler) = config.reconciler.clone() {
-            maintenance.spawn(
-                Reconciler::new(self.pool.clone(), reconciler).run(stop_maintenance.clone()),
-            );
-        }
-
         shutdown.cancelled().await;
         tracing::info!("shutting down: no more claims");
         stop_fetching.cancel();
         while fetchers.join_next().await.is_some() {}
         tracing::info!(running = runtime.in_flight(), "draining running jobs");
         let report = runtime.shutdown(config.shutdown_timeout).await;
-        stop_maintenance.cancel();
-        while maintenance.join_next().await.is_some() {}
         tracing::info!(?report, "worker stopped");
         Ok(report)
-    }
-}
-
-/// Claim and run jobs of one PostgreSQL-path queue until `stop`.
-async fn fetch_queue(
-    runtime: JobRuntime,
-    wake_up: Arc<Notify>,
-    queue: QueueConfig,
-    batch_size: usize,
-    linger: Duration,
-    poll_interval: Duration,
-    stop: CancellationToken,
-) {
-    let slots = Arc::new(Semaphore::new(queue.concurrency));
-    let mut error_pause = Duration::from_millis(100);
-    // Whether the last claim filled every slot it asked for.
-    let mut backlog = false;
-    let enough = batch_size.min(queue.concurrency).div_ceil(2);
-    loop {
-        // Wait for a free slot, then take every free slot up to a batch.
-        let first = tokio::select! {
-            slot = slots.clone().acquire_owned() => slot.expect("semaphore is never closed"),
-            _ = stop.cancelled() => return,
-        };
-        let mut free = vec![first];
-        while free.len() < batch_size {
-            match slots.clone().try_acquire_owned() {
-                Ok(slot) => free.push(slot),
-                Err(_) => break,
-            }
-        }
-        if backlog && free.len() < enough && !linger.is_zero() {
-            let deadline = tokio::time::Instant::now() + linger;
-            while free.len() < enough {
-                tokio::select! {
-                    slot = slots.clone().acquire_owned() => {
-                        free.push(slot.expect("semaphore is never closed"));
-                    }
-                    _ = tokio::time::sleep_until(deadline) => break,
-                    _ = stop.cancelled() => return,
-                }
-            }
-        }
-        let wanted = free.len();
-        match jobwire_core::claim_batch(
-            runtime.pool(),
-            &queue.name,
-            runtime.worker_id(),
-            wanted,
-            runtime.lease(),
-        )
-        .await
-        {
-            Ok(jobs) => {
-                error_pause = Duration::from_millis(100);
-                let got = jobs.len();
-                backlog = got == wanted;
-                for (job, slot) in jobs.into_iter().zip(free.drain(..)) {
-                    runtime.spawn(job, Some(slot));
-                }
-                drop(free);
-                if got == wanted {
-                    // Every slot filled: there is probably more; go again
-                    // as soon as a slot frees up.
-                    continue;
-                }
-            }
-            Err(err) => {
-                backlog = false;
-                bump(&runtime.stats().database_errors);
-                tracing::warn!(queue = %queue.name, error = %err, "claim failed; backing off");
-                drop(free);
-                tokio::select! {
-                    _ = tokio::time::sleep(jittered(error_pause, 0.2)) => {}
-                    _ = stop.cancelled() => return,
-                }
-                error_pause = (error_pause * 2).min(Duration::from_secs(5));
-                continue;
-            }
-        }
-        // The queue is drained for now: sleep until a NOTIFY, the poll tick
-        // (for delayed jobs and retries becoming due), or shutdown.
-        tokio::select! {
-            _ = wake_up.notified() => {}
-            _ = tokio::time::sleep(jittered(poll_interval, 0.2)) => {}
-            _ = stop.cancelled() => return,
-        }
-    }
-}
-
-/// Turn NOTIFYs on [`WAKE_CHANNEL`] into "check now" for the matching queue.
-/// A notification is only a hint: losing one costs at most a poll interval.
-async fn listen_for_wake_ups(
-    pool: PgPool,
-    wake_ups: HashMap<String, Arc<Notify>>,
-    stop: CancellationToken,
-) {
-    let wake_all = || wake_ups.values().for_each(|notify| notify.notify_one());
-    let mut pause = Duration::from_millis(100);
-    loop {
-        let mut listener = match PgListener::connect_with(&pool).await {
-            Ok(listener) => listener,
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot open the NOTIFY listener; polling meanwhile");
-                tokio::select! {
-                    _ = tokio::time::sleep(jittered(pause, 0.2)) => {}
-                    _ = stop.cancelled() => return,
-                }
-                pause = (pause * 2).min(Duration::from_secs(5));
-                continue;
-            }
-        };
-        if let Err(err) = listener.listen(WAKE_CHANNEL).await {
-            tracing::warn!(error = %err, "LISTEN failed; retrying");
-            tokio::select! {
-                _ = tokio::time::sleep(jittered(pause, 0.2)) => {}
-                _ = stop.cancelled() => return,
-            }
-            continue;
-        }
-        pause = Duration::from_millis(100);
-        // Anything enqueued while we were not listening is only visible to
-        // a claim: check every queue once.
-        wake_all();
-        loop {
-            let next = tokio::select! {
-                next = listener.try_recv() => next,
-                _ = stop.cancelled() => return,
-            };
-            match next {
-                Ok(Some(notification)) => {
-                    if let Some(notify) = wake_ups.get(notification.payload()) {
-                        notify.notify_one();
-                    }
-                }
-                // The connection dropped; the next try_recv reconnects.
-                // Notifications sent meanwhile are lost: check every queue.
-                Ok(None) => wake_all(),
-                Err(err) => {
-                    tracing::warn!(error = %err, "NOTIFY listener failed; reconnecting");
-                    wake_all();
-                    break;
-                }
-            }
-        }
-    }
-}
-
-/// The job a wake-up names: the `jobwire-job-id` header, or `job_id` in a
-/// JSON body. `None` for anything else (garbage is acked, never run).
-fn woken_job(delivery: &Delivery) -> Option<uuid::Uuid> {
-    if let Some(id) = delivery.headers.get(header::JOB_ID)
-        && let Ok(id) = id.parse()
-    {
-        return Some(id);
-    }
-    let body: serde_json::Value = serde_json::from_slice(&delivery.payload).ok()?;
-    body.get("job_id")?.as_str()?.parse().ok()
-}
-
-fn count_miss(stats: &WorkerStats, miss: &ClaimMiss) {
-    bump(match miss {
-        ClaimMiss::Unknown => &stats.wake_ups_unknown,
-        ClaimMiss::Held => &stats.wake_ups_held,
-        ClaimMiss::Finished { .. } => &stats.wake_ups_finished,
-        ClaimMiss::NotDue { .. } => &stats.wake_ups_not_due,
-        ClaimMiss::Contended => &stats.wake_ups_contended,
-        #[allow(unreachable_patterns)]
-        _ => &stats.wake_ups_unknown,
-    });
-}
-
-/// Subscribe to `topic`, retrying until it works or `stop`.
-async fn subscribe(
-    transport: &dyn Transport,
-    topic: &str,
-    options: &SubscribeOptions,
-    stop: &CancellationToken,
-) -> Option<Box<dyn Subscriber>> {
-    let mut pause = Duration::from_millis(100);
-    loop {
-        match transport.subscribe(topic, options).await {
-            Ok(subscriber) => return Some(subscriber),
-            Err(err) => {
-                tracing::warn!(%topic, error = %err, "cannot subscribe; retrying");
-                tokio::select! {
-                    _ = tokio::time::sleep(jittered(pause, 0.2)) => {}
-                    _ = stop.cancelled() => return None,
-                }
-                pause = (pause * 2).min(Duration::from_secs(5));
-            }
-        }
-    }
-}
-
-/// Receive wake-ups for one broker-dispatched queue and run the jobs they
-/// let this worker claim, until `stop`.
-async fn consume_queue(
-    runtime: JobRuntime,
-    transport: Arc<dyn Transport>,
-    topic: String,
-    options: SubscribeOptions,
-    concurrency: usize,
-    receive_wait: Duration,
-    stop: CancellationToken,
-) {
-    let Some(mut subscriber) = subscribe(transport.as_ref(), &topic, &options, &stop).await else {
-        return;
-    };
-    let stats = runtime.stats();
-    let slots = Arc::new(Semaphore::new(concurrency));
-    let mut pause = Duration::from_millis(100);
-    loop {
-        // Receive only as many wake-ups as there are free slots: the broker
-        // keeps the rest (and other workers can take them).
-        let first = tokio::select! {
-            slot = slots.clone().acquire_owned() => slot.expect("semaphore is never closed"),
-            _ = stop.cancelled() => break,
-        };
-        let mut free = vec![first];
-        while let Ok(slot) = slots.clone().try_acquire_owned() {
-            free.push(slot);
-        }
-        let received = tokio::select! {
-            received = subscriber.receive(free.len(), receive_wait) => received,
-            _ = stop.cancelled() => break,
-        };
-        let deliveries = match received {
-            Ok(deliveries) => deliveries,
-            Err(err) => {
-                tracing::warn!(%topic, error = %err, "receive failed; retrying");
-                drop(free);
-                tokio::select! {
-                    _ = tokio::time::sleep(jittered(pause, 0.2)) => {}
-                    _ = stop.cancelled() => break,
-                }
-                pause = (pause * 2).min(Duration::from_secs(5));
-                continue;
-            }
-        };
-        pause = Duration::from_millis(100);
-        if deliveries.is_empty() {
-            continue;
-        }
-        stats.wake_ups.fetch_add(
-            deliveries.len() as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        let mut job_ids = Vec::with_capacity(deliveries.len());
-        for delivery in &deliveries {
-            match woken_job(delivery) {
-                None => {
-                    bump(&stats.wake_ups_garbage);
-                    tracing::warn!(%topic, message = %delivery.broker_message_id,
-                        "delivery names no job; acknowledged and dropped");
-                }
-                Some(job_id) if job_ids.contains(&job_id) => bump(&stats.wake_ups_duplicate),
-                Some(job_id) => job_ids.push(job_id),
-            }
-        }
-        let receipts: Vec<_> = deliveries.iter().map(|d| d.receipt.clone()).collect();
-        let claimed = match jobwire_core::claim_by_ids(
-            runtime.pool(),
-            &job_ids,
-            runtime.worker_id(),
-            runtime.lease(),
-        )
-        .await
-        {
-            Ok(claimed) => claimed,
-            Err(err) => {
-                // Nothing was claimed: give the wake-ups back so they come
-                // again (or, where the broker cannot, the reconciler).
-                bump(&stats.database_errors);
-                tracing::warn!(%topic, error = %err, "claim failed; returning the wake-ups");
-                if let Err(err) = subscriber.nack(&receipts, true).await {
-                    tracing::warn!(%topic, error = %err, "nack failed");
-                }
-                drop(free);
-                tokio::select! {
-                    _ = tokio::time::sleep(jittered(pause, 0.2)) => {}
-                    _ = stop.cancelled() => break,
-                }
-                continue;
-            }
-        };
-        for (_, miss) in &claimed.missed {
-            count_miss(&stats, miss);
-        }
-        for (job, slot) in claimed.claimed.into_iter().zip(free.drain(..)) {
-            runtime.spawn(job, Some(slot));
-        }
-        drop(free);
-        // The claim has committed: the wake-ups have done their work.
-        if let Err(err) = subscriber.ack(&receipts).await {
-            tracing::warn!(%topic, error = %err, "ack failed; the wake-ups will come again and find their jobs held");
-        }
-    }
-    if let Err(err) = subscriber.close().await {
-        tracing::warn!(%topic, error = %err, "closing the subscriber failed");
     }
 }

@@ -1,13 +1,14 @@
 -- PostgreSQL-path claim: take up to $2 due jobs of queue $1, most urgent first,
 -- skipping rows other claimers hold. Every claim raises the fencing token
 -- (lease_generation) and counts an attempt.
--- $3 lease owner, $4 lease duration in milliseconds.
+-- $3 lease owner, $4 lease duration in milliseconds, $5 how long a job must
+-- have been due (0; the broker path's safety net asks for overdue jobs only).
 WITH picked AS (
     SELECT job_id
     FROM jobs
     WHERE queue = $1
       AND state IN ('QUEUED', 'RETRY_WAIT')
-      AND run_after <= now()
+      AND run_after <= now() - $5 * interval '1 millisecond'
       AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.queue = $1 AND q.paused)
     ORDER BY priority, run_after, job_id
     LIMIT $2

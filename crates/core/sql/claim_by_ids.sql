@@ -1,9 +1,10 @@
--- Wake-up claim: claim exactly the named jobs that are claimable and due.
--- Returns one row per distinct requested id: `claimed` with the claimed row's
--- columns, or the state this statement saw so the caller can say why not
--- (unknown, already held, finished, not yet due, or taken by a concurrent
--- claimer at this very moment).
--- $2 lease owner, $3 lease duration in milliseconds.
+-- Wake-up claim: claim exactly the named jobs that are claimable and due,
+-- belong to one of the queues the caller serves ($4) and whose queue is not
+-- paused. Returns one row per distinct requested id: `claimed` with the
+-- claimed row's columns, or what this statement saw so the caller can say
+-- why not (unknown, already held, finished, another queue's job, paused,
+-- not yet due, or taken by a concurrent claimer at this very moment).
+-- $2 lease owner, $3 lease duration in milliseconds, $4 the served queues.
 WITH wanted AS (
     SELECT DISTINCT unnest($1::uuid[]) AS job_id
 ),
@@ -13,6 +14,8 @@ lockable AS (
     JOIN wanted w ON w.job_id = j.job_id
     WHERE j.state IN ('QUEUED', 'RETRY_WAIT')
       AND j.run_after <= now()
+      AND j.queue = ANY($4::text[])
+      AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.queue = j.queue AND q.paused)
     FOR UPDATE OF j SKIP LOCKED
 ),
 claimed AS (
@@ -32,8 +35,11 @@ SELECT w.job_id AS requested_job_id,
        c.job_id IS NOT NULL AS claimed,
        seen.state AS seen_state,
        seen.run_after AS seen_run_after,
+       seen.queue AS seen_queue,
+       coalesce(seen_queue.paused, false) AS seen_paused,
        c.queue, c.job_type, c.priority, c.payload, c.attempt_count, c.max_attempts,
        c.run_after, c.lease_owner, c.lease_expires_at, c.lease_generation, c.created_at
 FROM wanted w
 LEFT JOIN claimed c ON c.job_id = w.job_id
 LEFT JOIN jobs seen ON seen.job_id = w.job_id
+LEFT JOIN job_queues seen_queue ON seen_queue.queue = seen.queue

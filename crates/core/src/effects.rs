@@ -4,10 +4,16 @@
 //!
 //! Use it inside one transaction together with the effect itself:
 //!
-//! ```ignore
-//! let key = effects::effect_key(ctx.job_id(), "charge-card");
+//! ```no_run
+//! use jobwire_core::effects::{self, Effect};
+//! # async fn charge_in_same_database(tx: &mut sqlx::PgConnection) -> Result<String, sqlx::Error> {
+//! #     Ok(String::new())
+//! # }
+//! # async fn example(pool: sqlx::PgPool, job_id: uuid::Uuid) -> Result<(), Box<dyn std::error::Error>> {
+//!
+//! let key = effects::effect_key(job_id, "charge-card");
 //! let mut tx = pool.begin().await?;
-//! let receipt = match effects::begin(&mut tx, &key, ctx.job_id()).await? {
+//! let receipt: String = match effects::begin(&mut tx, &key, job_id).await? {
 //!     Effect::Done(receipt) => receipt,              // done before: reuse its outcome
 //!     Effect::New => {
 //!         let receipt = charge_in_same_database(&mut tx).await?;
@@ -16,6 +22,8 @@
 //!     }
 //! };
 //! tx.commit().await?;
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! For effects outside the database (an HTTP call), pass the effect key (or
@@ -53,8 +61,8 @@ pub async fn begin<T: DeserializeOwned>(
     job_id: Uuid,
 ) -> Result<Effect<T>> {
     if key.is_empty() {
-        return Err(Error::InvalidJob {
-            field: "effect_key",
+        return Err(Error::InvalidArgument {
+            argument: "effect_key",
             reason: "must not be empty".into(),
         });
     }
@@ -74,16 +82,16 @@ pub async fn begin<T: DeserializeOwned>(
     let value = outcome.unwrap_or(serde_json::Value::Null);
     serde_json::from_value(value)
         .map(Effect::Done)
-        .map_err(|err| Error::InvalidJob {
-            field: "effect outcome",
+        .map_err(|err| Error::InvalidArgument {
+            argument: "effect outcome",
             reason: format!("stored outcome of {key} does not decode: {err}"),
         })
 }
 
 /// Store the outcome of an effect claimed with [`begin`] (same transaction).
 pub async fn finish<T: Serialize>(conn: &mut PgConnection, key: &str, outcome: &T) -> Result<()> {
-    let value = serde_json::to_value(outcome).map_err(|err| Error::InvalidJob {
-        field: "effect outcome",
+    let value = serde_json::to_value(outcome).map_err(|err| Error::InvalidArgument {
+        argument: "effect outcome",
         reason: err.to_string(),
     })?;
     sqlx::query(include_str!("../sql/finish_effect.sql"))

@@ -50,6 +50,15 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// An argument other than a job was rejected before anything was
+    /// written (an empty replay actor, an empty effect key, ...).
+    #[error("invalid argument {argument}: {reason}")]
+    InvalidArgument {
+        /// The offending argument.
+        argument: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The payload is larger than the configured limit.
     #[error("payload is {size} bytes, over the limit of {limit} bytes (store ids, not objects)")]
     PayloadTooLarge {
@@ -77,6 +86,11 @@ pub enum Error {
         /// The database's message.
         message: String,
     },
+    /// A value read from the database does not decode (a state spelling
+    /// this version does not know, a column of an unexpected type): a schema
+    /// and code mismatch, not an outage, so never retried.
+    #[error("cannot decode a value read from the database: {0}")]
+    Decode(String),
     /// Any other database failure (connection lost, timeout, ...).
     #[error("database error: {0}")]
     Database(sqlx::Error),
@@ -94,9 +108,11 @@ impl Error {
             Error::AlreadyFinished { .. } => "ALREADY_FINISHED",
             Error::WrongState { .. } => "WRONG_STATE",
             Error::InvalidJob { .. } => "INVALID_JOB",
+            Error::InvalidArgument { .. } => "INVALID_ARGUMENT",
             Error::PayloadTooLarge { .. } => "PAYLOAD_TOO_LARGE",
             Error::DedupContention { .. } => "DEDUP_CONTENTION",
             Error::ConstraintViolation { .. } => "CONSTRAINT_VIOLATION",
+            Error::Decode(_) => "DECODE",
             Error::Database(_) => "DATABASE",
             Error::Migrate(_) => "MIGRATE",
         }
@@ -122,6 +138,14 @@ impl From<sqlx::Error> for Error {
                 message: db.message().to_owned(),
             };
         }
-        Error::Database(err)
+        match err {
+            sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => {
+                Error::Decode(err.to_string())
+            }
+            sqlx::Error::ColumnNotFound(_) | sqlx::Error::TypeNotFound { .. } => {
+                Error::Decode(err.to_string())
+            }
+            err => Error::Database(err),
+        }
     }
 }

@@ -16,6 +16,7 @@ pub mod backoff;
 pub mod effects;
 mod error;
 mod model;
+mod schema;
 pub mod store;
 
 pub use backoff::Backoff;
@@ -25,23 +26,15 @@ pub use model::{
     HeartbeatResult, JobState, JobStatus, Lease, LeaseGeneration, NewJob, ParseJobStateError,
     RequestCancelOutcome,
 };
+pub use schema::{MIGRATOR, SchemaState, migrate, schema_state};
 pub use store::{
-    ClaimByIds, Enqueuer, MAX_PAYLOAD_BYTES, ReplayFilter, WAKE_CHANNEL, acknowledge_cancel,
-    archive_finished, claim_batch, claim_by_ids, complete, dead_letter_groups, enqueue,
-    enqueue_many, fail, finish_many, heartbeat, heartbeat_many, job_status, outbox_lag,
-    queue_dispatch, reconcile_wake_ups, replay_dead, replay_dead_job, request_cancel,
-    set_queue_dispatch, set_queue_paused, sweep_expired_leases,
+    ClaimByIds, Enqueuer, MAX_PAYLOAD_BYTES, OutboxDeadGroup, OutboxReplayFilter, ReplayFilter,
+    SideTable, WAKE_CHANNEL, acknowledge_cancel, archive_finished, claim_batch, claim_by_ids,
+    claim_overdue, complete, dead_letter_groups, enqueue, enqueue_many, fail, finish_many,
+    heartbeat, heartbeat_many, job_status, outbox_dead_groups, outbox_lag, queue_dispatch,
+    reconcile_wake_ups, replay_dead, replay_dead_job, replay_outbox_dead, request_cancel,
+    resume_queue, set_queue_dispatch, set_queue_paused, sweep_expired_leases, trim_side_table,
 };
-
-/// The schema contract: the migrations in the workspace's `migrations/` folder.
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
-
-/// Apply every pending migration. Safe to run concurrently from several
-/// processes (sqlx takes an advisory lock) and again on an up-to-date schema.
-pub async fn migrate(pool: &sqlx::PgPool) -> Result<(), Error> {
-    MIGRATOR.run(pool).await?;
-    Ok(())
-}
 
 /// Result alias for this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -103,6 +103,36 @@ impl TryFrom<String> for JobState {
     }
 }
 
+// The one way a state is read from or written to the database: the `state`
+// column is text (with a CHECK on the spellings), so a JobState travels as
+// text and decodes through `FromStr`. A spelling the code does not know is a
+// decode error (`Error::Decode`), never a transient one.
+impl sqlx::Type<sqlx::Postgres> for JobState {
+    fn type_info() -> sqlx::postgres::PgTypeInfo {
+        <&str as sqlx::Type<sqlx::Postgres>>::type_info()
+    }
+
+    fn compatible(ty: &sqlx::postgres::PgTypeInfo) -> bool {
+        <&str as sqlx::Type<sqlx::Postgres>>::compatible(ty)
+    }
+}
+
+impl<'r> sqlx::Decode<'r, sqlx::Postgres> for JobState {
+    fn decode(value: sqlx::postgres::PgValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        let text = <&str as sqlx::Decode<sqlx::Postgres>>::decode(value)?;
+        Ok(text.parse()?)
+    }
+}
+
+impl sqlx::Encode<'_, sqlx::Postgres> for JobState {
+    fn encode_by_ref(
+        &self,
+        buf: &mut sqlx::postgres::PgArgumentBuffer,
+    ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+        <&str as sqlx::Encode<sqlx::Postgres>>::encode(self.as_str(), buf)
+    }
+}
+
 /// The fencing token: raised by every claim of a job.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, sqlx::Type,
@@ -252,7 +282,7 @@ impl ClaimedJob {
 }
 
 /// Why a wake-up for a job claimed nothing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "reason", rename_all = "snake_case")]
 pub enum ClaimMiss {
     /// No such job (never existed, or archived).
@@ -271,6 +301,15 @@ pub enum ClaimMiss {
     },
     /// A concurrent claimer was taking it at this very moment.
     Contended,
+    /// Its queue is paused: no claims until it resumes (which wakes it again).
+    Paused,
+    /// It belongs to a queue this worker does not serve from that topic: a
+    /// mis-routed wake-up must not bypass that queue's own workers, slots
+    /// and pause.
+    OtherQueue {
+        /// The job's queue.
+        queue: String,
+    },
 }
 
 impl ClaimMiss {
@@ -282,6 +321,8 @@ impl ClaimMiss {
             ClaimMiss::Finished { .. } => "finished",
             ClaimMiss::NotDue { .. } => "not_due",
             ClaimMiss::Contended => "contended",
+            ClaimMiss::Paused => "paused",
+            ClaimMiss::OtherQueue { .. } => "other_queue",
         }
     }
 }
@@ -345,7 +386,7 @@ pub enum FinishResult {
 /// The result of renewing one lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HeartbeatResult {
-    /// Renewed.
+    /// Renewed: the caller still holds the lease.
     Held {
         /// The job.
         job_id: Uuid,
@@ -389,18 +430,17 @@ pub enum Dispatch {
 /// The public view of one job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct JobStatus {
-    /// Identity.
+    /// The job's id (UUIDv7: time-ordered).
     pub job_id: Uuid,
-    /// Queue.
+    /// The queue it is claimed from.
     pub queue: String,
-    /// Handler.
+    /// Which handler runs it.
     pub job_type: String,
-    /// Priority.
+    /// Lower runs first within its queue.
     pub priority: i16,
-    /// Input.
+    /// The handler's input, as enqueued.
     pub payload: Value,
-    /// State.
-    #[sqlx(try_from = "String")]
+    /// Where it is in its lifecycle.
     pub state: JobState,
     /// Attempts made so far (counted at claim).
     pub attempt_count: i32,

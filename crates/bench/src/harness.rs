@@ -1,0 +1,320 @@
+//! Setting up and tearing down a run: queues, connections, the worker and relay, and waiting.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use jobwire_consumer::{
+    HandlerRegistry, JobContext, QueueConfig, RuntimeConfig, Worker, WorkerConfig,
+};
+use jobwire_core::Dispatch;
+use jobwire_relay::{Relay, RelayConfig, TopicLane};
+use jobwire_server::{Node, RunningNode};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::cost::{Counters, cost, counters};
+use crate::{BenchConfig, PathUnderTest, RunResult};
+
+/// A progress bar on stderr for a long wait (hidden off a terminal).
+pub(crate) fn progress_bar(
+    config: &BenchConfig,
+    len: usize,
+    message: String,
+) -> indicatif::ProgressBar {
+    if !config.progress {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len as u64).with_message(message);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{msg:28} [{bar:30}] {pos}/{len} {per_sec} eta {eta}",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}
+
+/// Handler runs per job.
+#[derive(Clone, Default)]
+pub(crate) struct Runs(Arc<Mutex<HashMap<Uuid, u32>>>);
+
+fn registry(runs: &Runs) -> HandlerRegistry {
+    let mut registry = HandlerRegistry::new();
+    let runs = runs.clone();
+    registry.register("bench_noop", move |ctx: JobContext| {
+        let runs = runs.clone();
+        async move {
+            *runs
+                .0
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .entry(ctx.job_id())
+                .or_default() += 1;
+            Ok(())
+        }
+    });
+    registry
+}
+
+/// A fresh queue for one run, dispatched along `path`.
+pub(crate) async fn fresh_queue(
+    pool: &PgPool,
+    path: &PathUnderTest,
+    run: &str,
+) -> Result<(String, Dispatch)> {
+    let suffix = &Uuid::new_v4().simple().to_string()[..10];
+    let queue = format!("bench-{run}-{suffix}");
+    let dispatch = match path.transport {
+        None => Dispatch::Postgres,
+        Some(_) => Dispatch::Broker {
+            topic: format!("bench-{}-{run}-{suffix}", path.name),
+        },
+    };
+    jobwire_core::set_queue_dispatch(pool, &queue, &dispatch).await?;
+    Ok((queue, dispatch))
+}
+
+/// A started bench process: a node with a worker and, on broker paths, its
+/// relay lanes.
+pub(crate) struct Running(RunningNode);
+
+pub(crate) fn start(
+    pool: &PgPool,
+    path: &PathUnderTest,
+    queue: &str,
+    config: &BenchConfig,
+    runs: &Runs,
+) -> Running {
+    start_queues(
+        pool,
+        path,
+        vec![QueueConfig::new(queue, config.workers)],
+        &[],
+        config,
+        runs,
+    )
+}
+
+/// Start a worker for `queues` and, on a broker path, the relay: one relay
+/// for every topic, or, when `dedicated_topics` are given, a lane of their
+/// own for those topics beside a relay for the rest.
+pub(crate) fn start_queues(
+    pool: &PgPool,
+    path: &PathUnderTest,
+    queues: Vec<QueueConfig>,
+    dedicated_topics: &[String],
+    config: &BenchConfig,
+    runs: &Runs,
+) -> Running {
+    let worker_config = WorkerConfig {
+        runtime: RuntimeConfig::default(),
+        queues,
+        claim_batch_size: config.workers,
+        claim_linger: config.claim_linger,
+        poll_interval: Duration::from_millis(500),
+        receive_wait: Duration::from_millis(200),
+        // A consumer group of its own: no run waits on another's members.
+        subscribe: jobwire_transport::SubscribeOptions {
+            group: format!("bench-{}", Uuid::new_v4().simple()),
+            ..jobwire_transport::SubscribeOptions::default()
+        },
+        ..WorkerConfig::default()
+    };
+    let mut worker = Worker::new(pool.clone(), registry(runs), worker_config);
+    // No maintenance: a bench run measures the job path alone.
+    let mut node = Node::new(pool.clone());
+    if let Some(transport) = &path.transport {
+        worker = worker.with_transport(transport.clone());
+        let relay_config = RelayConfig {
+            batch_size: config.relay_batch_size,
+            concurrency: config.relay_concurrency,
+            poll_interval: Duration::from_millis(200),
+            ..RelayConfig::default()
+        };
+        let mut lanes = vec![relay_config.clone()];
+        if !dedicated_topics.is_empty() {
+            lanes = vec![
+                RelayConfig {
+                    lane: TopicLane::Except(dedicated_topics.to_vec()),
+                    ..relay_config.clone()
+                },
+                RelayConfig {
+                    lane: TopicLane::Only(dedicated_topics.to_vec()),
+                    concurrency: 1,
+                    ..relay_config
+                },
+            ];
+        }
+        for lane in lanes {
+            node = node.with_relay(Relay::new(pool.clone(), transport.clone(), lane));
+        }
+    }
+    let node = node
+        .with_worker(worker)
+        .start()
+        .expect("a node without maintenance has no settings to reject");
+    Running(node)
+}
+
+impl Running {
+    pub(crate) async fn stop(mut self) -> Result<()> {
+        self.0.stop().await?;
+        Ok(())
+    }
+}
+
+/// Wait until `jobs` jobs of `queue` have finished, with a progress bar.
+pub(crate) async fn wait_for_queue(
+    pool: &PgPool,
+    queue: &str,
+    jobs: usize,
+    config: &BenchConfig,
+    label: String,
+) -> Result<()> {
+    let deadline = Instant::now() + config.timeout;
+    let bar = progress_bar(config, jobs, label.clone());
+    loop {
+        let done: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM jobs WHERE queue = $1 AND finished_at IS NOT NULL",
+        )
+        .bind(queue)
+        .fetch_one(pool)
+        .await?;
+        bar.set_position(done as u64);
+        if done as usize >= jobs {
+            bar.finish_and_clear();
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bar.abandon();
+            bail!(
+                "{label}: {done} of {jobs} jobs finished within {:?}",
+                config.timeout
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Jobs of `queue` that did not end SUCCEEDED after exactly one run.
+async fn lost_or_repeated(pool: &PgPool, queue: &str, runs: &Runs, jobs: usize) -> Result<usize> {
+    let good: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM jobs WHERE queue = $1 AND state = 'SUCCEEDED' AND attempt_count = 1",
+    )
+    .bind(queue)
+    .fetch_one(pool)
+    .await?;
+    let runs = runs
+        .0
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let repeated = runs.values().filter(|n| **n != 1).count();
+    Ok(jobs.saturating_sub(good as usize) + repeated)
+}
+
+/// Connections for one run (worker, relay, producers), closed at its end so
+/// that their statistics reach `pg_stat_database`.
+pub(crate) async fn run_pool(pool: &PgPool, config: &BenchConfig) -> Result<PgPool> {
+    let size = (config.producers + 2 * config.relay_concurrency + 12) as u32;
+    let work = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(size)
+        .min_connections(size)
+        .connect_with((*pool.connect_options()).clone())
+        .await?;
+    // Open every connection before the clock runs: setting up connections
+    // is not what a run measures (it showed as a slow first second).
+    let mut held = Vec::with_capacity(size as usize);
+    for _ in 0..size {
+        held.push(work.acquire().await?);
+    }
+    drop(held);
+    Ok(work)
+}
+
+/// A timed run: connections of its own, the counters at its start, and the
+/// worker (and relay) it measures.
+pub(crate) struct Measurement {
+    pub(crate) work: PgPool,
+    runs: Runs,
+    queue: String,
+    before: Counters,
+    started: Instant,
+    running: Running,
+}
+
+impl Measurement {
+    pub(crate) async fn begin(
+        pool: &PgPool,
+        path: &PathUnderTest,
+        queue: String,
+        config: &BenchConfig,
+    ) -> Result<Self> {
+        let runs = Runs::default();
+        let work = run_pool(pool, config).await?;
+        let before = counters(pool).await?;
+        let started = Instant::now();
+        let running = start(&work, path, &queue, config, &runs);
+        Ok(Measurement {
+            work,
+            runs,
+            queue,
+            before,
+            started,
+            running,
+        })
+    }
+
+    /// Wait for every job, stop, and read the cost.
+    pub(crate) async fn finish(
+        self,
+        pool: &PgPool,
+        path: &PathUnderTest,
+        config: &BenchConfig,
+        label: &str,
+    ) -> Result<RunResult> {
+        wait_for_queue(
+            pool,
+            &self.queue,
+            path.jobs,
+            config,
+            format!("{} {label}", path.name),
+        )
+        .await?;
+        let seconds = self.started.elapsed().as_secs_f64();
+        self.running.stop().await?;
+        self.work.close().await;
+        let after = counters(pool).await?;
+        let result = RunResult {
+            jobs: path.jobs,
+            seconds,
+            jobs_per_second: path.jobs as f64 / seconds,
+            cost: cost(self.before, after, path.jobs),
+            lost_or_repeated: lost_or_repeated(pool, &self.queue, &self.runs, path.jobs).await?,
+        };
+        clean_up(pool, &[&self.queue], config).await?;
+        Ok(result)
+    }
+}
+
+/// After a run has been measured: delete its jobs and queues and vacuum, so
+/// that every run starts from the same small tables rather than from what
+/// the runs before it left (finished rows that retention would archive).
+pub(crate) async fn clean_up(pool: &PgPool, queues: &[&str], config: &BenchConfig) -> Result<()> {
+    if config.keep_jobs {
+        return Ok(());
+    }
+    let queues: Vec<String> = queues.iter().map(|q| q.to_string()).collect();
+    sqlx::query("DELETE FROM jobs WHERE queue = ANY($1)")
+        .bind(&queues)
+        .execute(pool)
+        .await?;
+    sqlx::query("DELETE FROM job_queues WHERE queue = ANY($1)")
+        .bind(&queues)
+        .execute(pool)
+        .await?;
+    sqlx::query("VACUUM (ANALYZE) jobs, job_outbox, job_queues")
+        .execute(pool)
+        .await?;
+    Ok(())
+}

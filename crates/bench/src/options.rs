@@ -1,0 +1,75 @@
+//! The benchmark's settings: the paths under test and the workload settings.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jobwire_consumer::WorkerConfig;
+use jobwire_transport::Transport;
+
+/// One dispatch path under test.
+#[derive(Clone)]
+pub struct PathUnderTest {
+    /// Label in the report (`postgres`, `rabbitmq`, ...).
+    pub name: String,
+    /// `None` for the PostgreSQL path.
+    pub transport: Option<Arc<dyn Transport>>,
+    /// Jobs for this path (SQS against an emulator is scaled down).
+    pub jobs: usize,
+    /// Outbox rows for the relay-alone run.
+    pub relay_rows: usize,
+    /// Bulk jobs queued before the urgent stream starts.
+    pub burst_jobs: usize,
+    /// Open-loop arrival rate (jobs/s) of the latency run.
+    pub rate: u32,
+    /// Outbox rows per second in the outbox-lag run.
+    pub lag_rate: u32,
+}
+
+/// Workload settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BenchConfig {
+    /// Worker slots.
+    pub workers: usize,
+    /// The worker's claim linger (see `WorkerConfig::claim_linger`).
+    pub claim_linger: Duration,
+    /// How long the latency run (and the urgent stream) lasts.
+    pub rate_duration: Duration,
+    /// Urgent jobs per second during the burst run.
+    pub urgent_rate: u32,
+    /// Producers in the end-to-end run.
+    pub producers: usize,
+    /// Bytes of filler in each job's payload.
+    pub payload_bytes: usize,
+    /// Jobs (and business rows) per transaction in the batched end-to-end run.
+    pub enqueue_batch: usize,
+    /// Outbox rows per relay pass.
+    pub relay_batch_size: usize,
+    /// Relay drain tasks.
+    pub relay_concurrency: usize,
+    /// Give up on a run after this long.
+    pub timeout: Duration,
+    /// Draw progress bars on a terminal.
+    pub progress: bool,
+    /// Leave each run's jobs in the table (by default they are deleted
+    /// once measured, and the tables vacuumed).
+    pub keep_jobs: bool,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        BenchConfig {
+            workers: 64,
+            claim_linger: WorkerConfig::default().claim_linger,
+            rate_duration: Duration::from_secs(10),
+            urgent_rate: 50,
+            producers: 8,
+            payload_bytes: 100,
+            enqueue_batch: 100,
+            relay_batch_size: 1000,
+            relay_concurrency: 2,
+            timeout: Duration::from_secs(600),
+            progress: true,
+            keep_jobs: false,
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! What a run measures: throughput, database cost, latency and a path's report.
+
+use serde::Serialize;
+
+use crate::{OutboxLag, RelayRun};
+
+/// PostgreSQL's own counters before and after a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct DatabaseCost {
+    /// Write transactions (transaction ids assigned) per job: the commits
+    /// that each cost a WAL flush. Read-only transactions are not counted.
+    pub commits_per_job: f64,
+    /// WAL bytes per job.
+    pub wal_bytes_per_job: f64,
+    /// Rows inserted + updated + deleted per job.
+    pub rows_written_per_job: f64,
+}
+
+/// One measured run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunResult {
+    /// Jobs in the run.
+    pub jobs: usize,
+    /// Wall time from start to the last job SUCCEEDED.
+    pub seconds: f64,
+    /// Jobs per second.
+    pub jobs_per_second: f64,
+    /// Database cost of the run.
+    pub cost: DatabaseCost,
+    /// Jobs that did not end SUCCEEDED after exactly one run (must be 0).
+    pub lost_or_repeated: usize,
+}
+
+/// Latency percentiles in milliseconds, from the database's timestamps:
+/// `created_at` (enqueue), the claim (`heartbeat_at` of a job that finished
+/// before its first heartbeat) and `finished_at`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, sqlx::FromRow)]
+pub struct Latency {
+    /// Jobs measured.
+    pub jobs: i64,
+    /// Enqueue to start, median.
+    pub start_p50_ms: f64,
+    /// Enqueue to start, 95th percentile.
+    pub start_p95_ms: f64,
+    /// Enqueue to start, 99th percentile.
+    pub start_p99_ms: f64,
+    /// Enqueue to start, worst.
+    pub start_max_ms: f64,
+    /// Enqueue to finish, median.
+    pub finish_p50_ms: f64,
+    /// Enqueue to finish, 95th percentile.
+    pub finish_p95_ms: f64,
+    /// Enqueue to finish, 99th percentile.
+    pub finish_p99_ms: f64,
+    /// Enqueue to finish, worst.
+    pub finish_max_ms: f64,
+    /// Urgent-under-burst only: bulk jobs queued before the urgent stream.
+    #[sqlx(default)]
+    pub bulk_jobs: i64,
+    /// Urgent-under-burst only: bulk jobs still unfinished when the last
+    /// urgent job finished (0 would mean the backlog was gone too soon).
+    #[sqlx(default)]
+    pub bulk_left_at_end: i64,
+}
+
+/// Everything measured for one path.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PathReport {
+    /// The path.
+    pub path: String,
+    /// Drain of pre-enqueued jobs.
+    pub drain: RunResult,
+    /// Producers, one business transaction per job.
+    pub end_to_end: RunResult,
+    /// Producers, `enqueue_batch` jobs per business transaction.
+    pub end_to_end_batched: RunResult,
+    /// Open-loop arrivals at a steady rate.
+    pub steady_rate: Latency,
+    /// The arrival rate of `steady_rate`, jobs/s.
+    pub rate: u32,
+    /// Urgent jobs on their own queue while a bulk backlog drains.
+    pub urgent_under_burst: Latency,
+    /// The relay alone (broker paths).
+    pub relay_alone: Option<RelayRun>,
+    /// Outbox insert → delivery at a steady rate (broker paths).
+    pub outbox_lag: Option<OutboxLag>,
+}
+
+impl PathReport {
+    /// Jobs lost or run more than once over the throughput runs (must be 0).
+    pub fn lost_or_repeated(&self) -> usize {
+        self.drain.lost_or_repeated
+            + self.end_to_end.lost_or_repeated
+            + self.end_to_end_batched.lost_or_repeated
+    }
+}

@@ -1,0 +1,248 @@
+//! The measured workloads: drain, end to end, latency at a steady rate, urgent under burst.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use jobwire_consumer::QueueConfig;
+use jobwire_core::{Dispatch, NewJob};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::harness::{
+    Measurement, Runs, clean_up, fresh_queue, progress_bar, run_pool, start, start_queues,
+    wait_for_queue,
+};
+use crate::{BenchConfig, Latency, PathUnderTest, RunResult};
+
+fn payload(config: &BenchConfig, i: usize) -> serde_json::Value {
+    serde_json::json!({ "i": i, "filler": "x".repeat(config.payload_bytes) })
+}
+
+/// Drain: enqueue all jobs first, then time the worker (and relay).
+pub async fn drain(pool: &PgPool, path: &PathUnderTest, config: &BenchConfig) -> Result<RunResult> {
+    let (queue, _) = fresh_queue(pool, path, "drain").await?;
+    enqueue_up_front(pool, &queue, path.jobs, config).await?;
+    Measurement::begin(pool, path, queue, config)
+        .await?
+        .finish(pool, path, config, "drain")
+        .await
+}
+
+/// Enqueue `jobs` no-op jobs on `queue` in batches of 1,000 (a backlog).
+async fn enqueue_up_front(
+    pool: &PgPool,
+    queue: &str,
+    jobs: usize,
+    config: &BenchConfig,
+) -> Result<()> {
+    let bar = progress_bar(config, jobs, format!("enqueueing on {queue}"));
+    for start in (0..jobs).step_by(1000) {
+        let chunk: Vec<NewJob> = (start..(start + 1000).min(jobs))
+            .map(|i| NewJob::new("bench_noop", payload(config, i)).with_queue(queue))
+            .collect();
+        jobwire_core::enqueue_many(pool, &chunk).await?;
+        bar.inc(chunk.len() as u64);
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+/// End to end: producers write a business row and its job in one
+/// transaction (`per_transaction` of each per transaction) while the worker
+/// runs.
+pub async fn end_to_end(
+    pool: &PgPool,
+    path: &PathUnderTest,
+    config: &BenchConfig,
+    per_transaction: usize,
+) -> Result<RunResult> {
+    sqlx::query("CREATE TABLE IF NOT EXISTS bench_orders (id uuid PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT now())")
+        .execute(pool)
+        .await?;
+    let run = if per_transaction > 1 { "e2eb" } else { "e2e" };
+    let (queue, _) = fresh_queue(pool, path, run).await?;
+    let measurement = Measurement::begin(pool, path, queue.clone(), config).await?;
+    let mut producers = tokio::task::JoinSet::new();
+    let per_producer = path.jobs.div_ceil(config.producers.max(1));
+    let per_transaction = per_transaction.max(1);
+    for producer in 0..config.producers.max(1) {
+        let (pool, queue, config) = (measurement.work.clone(), queue.clone(), config.clone());
+        let first = producer * per_producer;
+        let count = per_producer.min(path.jobs.saturating_sub(first));
+        producers.spawn(async move {
+            for start in (first..first + count).step_by(per_transaction) {
+                let end = (start + per_transaction).min(first + count);
+                let orders: Vec<Uuid> = (start..end).map(|_| Uuid::now_v7()).collect();
+                let jobs: Vec<NewJob> = (start..end)
+                    .map(|i| NewJob::new("bench_noop", payload(&config, i)).with_queue(&queue))
+                    .collect();
+                let mut tx = pool.begin().await?;
+                sqlx::query("INSERT INTO bench_orders (id) SELECT * FROM unnest($1::uuid[])")
+                    .bind(&orders)
+                    .execute(&mut *tx)
+                    .await?;
+                jobwire_core::Enqueuer::default()
+                    .enqueue_many_on(&mut tx, &jobs)
+                    .await?;
+                tx.commit().await?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(done) = producers.join_next().await {
+        done??;
+    }
+    let label = if per_transaction > 1 {
+        "end to end (batched)"
+    } else {
+        "end to end"
+    };
+    measurement.finish(pool, path, config, label).await
+}
+
+async fn latency(pool: &PgPool, queue: &str) -> Result<Latency> {
+    Ok(sqlx::query_as(
+        "WITH t AS (
+            SELECT extract(epoch FROM heartbeat_at - created_at) * 1000 AS start_ms,
+                   extract(epoch FROM finished_at - created_at) * 1000 AS finish_ms
+            FROM jobs WHERE queue = $1 AND state = 'SUCCEEDED')
+         SELECT count(*) AS jobs,
+                coalesce(percentile_cont(0.50) WITHIN GROUP (ORDER BY start_ms), 0)::float8 AS start_p50_ms,
+                coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY start_ms), 0)::float8 AS start_p95_ms,
+                coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY start_ms), 0)::float8 AS start_p99_ms,
+                coalesce(max(start_ms), 0)::float8 AS start_max_ms,
+                coalesce(percentile_cont(0.50) WITHIN GROUP (ORDER BY finish_ms), 0)::float8 AS finish_p50_ms,
+                coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY finish_ms), 0)::float8 AS finish_p95_ms,
+                coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY finish_ms), 0)::float8 AS finish_p99_ms,
+                coalesce(max(finish_ms), 0)::float8 AS finish_max_ms
+         FROM t",
+    )
+    .bind(queue)
+    .fetch_one(pool)
+    .await?)
+}
+
+/// Enqueue one job per tick at `rate` for `duration` (open loop: a slow
+/// enqueue does not delay the next one). Returns how many were enqueued.
+async fn arrivals(
+    pool: &PgPool,
+    queue: &str,
+    rate: u32,
+    duration: Duration,
+    config: &BenchConfig,
+) -> Result<usize> {
+    let mut ticker = tokio::time::interval(Duration::from_secs(1) / rate.max(1));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let total = (rate as u64 * duration.as_millis() as u64 / 1000) as usize;
+    let mut enqueues = tokio::task::JoinSet::new();
+    for i in 0..total {
+        ticker.tick().await;
+        let (pool, job) = (
+            pool.clone(),
+            NewJob::new("bench_noop", payload(config, i)).with_queue(queue),
+        );
+        enqueues.spawn(async move { jobwire_core::enqueue(&pool, &job).await });
+    }
+    while let Some(done) = enqueues.join_next().await {
+        done??;
+    }
+    Ok(total)
+}
+
+/// Latency at a steady arrival rate.
+pub async fn steady_rate(
+    pool: &PgPool,
+    path: &PathUnderTest,
+    config: &BenchConfig,
+) -> Result<Latency> {
+    let (queue, _) = fresh_queue(pool, path, "rate").await?;
+    let runs = Runs::default();
+    let work = run_pool(pool, config).await?;
+    let running = start(&work, path, &queue, config, &runs);
+    // Let the worker (and a broker consumer's group) settle before the clock runs.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let total = arrivals(&work, &queue, path.rate, config.rate_duration, config).await?;
+    wait_for_queue(
+        pool,
+        &queue,
+        total,
+        config,
+        format!("{} steady rate", path.name),
+    )
+    .await?;
+    running.stop().await?;
+    work.close().await;
+    let latency = latency(pool, &queue).await?;
+    clean_up(pool, &[&queue], config).await?;
+    Ok(latency)
+}
+
+/// Urgent jobs at a steady rate on their own queue (own slots), while a
+/// bulk backlog of `path.burst_jobs` drains on the same path.
+pub async fn urgent_under_burst(
+    pool: &PgPool,
+    path: &PathUnderTest,
+    config: &BenchConfig,
+) -> Result<Latency> {
+    let (bulk, _) = fresh_queue(pool, path, "bulk").await?;
+    let (urgent, urgent_dispatch) = fresh_queue(pool, path, "urgent").await?;
+    enqueue_up_front(pool, &bulk, path.burst_jobs, config).await?;
+    // On a broker path the urgent topic gets a relay lane of its own, as a
+    // deployment with urgent queues would run it.
+    let dedicated: Vec<String> = match urgent_dispatch {
+        Dispatch::Broker { topic } => vec![topic],
+        _ => Vec::new(),
+    };
+    let runs = Runs::default();
+    let work = run_pool(pool, config).await?;
+    let running = start_queues(
+        &work,
+        path,
+        vec![
+            QueueConfig::new(&bulk, config.workers),
+            QueueConfig::new(&urgent, 8),
+        ],
+        &dedicated,
+        config,
+        &runs,
+    );
+    let total = arrivals(
+        &work,
+        &urgent,
+        config.urgent_rate,
+        config.rate_duration,
+        config,
+    )
+    .await?;
+    wait_for_queue(
+        pool,
+        &urgent,
+        total,
+        config,
+        format!("{} urgent", path.name),
+    )
+    .await?;
+    // The bulk backlog must still be draining for the figure to mean
+    // anything; report how much was left when the urgent stream ended.
+    let bulk_left: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM jobs WHERE queue = $1 AND finished_at IS NULL")
+            .bind(&bulk)
+            .fetch_one(pool)
+            .await?;
+    tracing::info!(path = %path.name, bulk_left, "bench: urgent stream done");
+    wait_for_queue(
+        pool,
+        &bulk,
+        path.burst_jobs,
+        config,
+        format!("{} bulk", path.name),
+    )
+    .await?;
+    running.stop().await?;
+    work.close().await;
+    let mut latency = latency(pool, &urgent).await?;
+    latency.bulk_jobs = path.burst_jobs as i64;
+    latency.bulk_left_at_end = bulk_left;
+    clean_up(pool, &[&bulk, &urgent], config).await?;
+    Ok(latency)
+}

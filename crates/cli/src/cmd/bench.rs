@@ -1,0 +1,177 @@
+//! `jobwire bench`: its arguments and running the workload through each path.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use sqlx::PgPool;
+
+use crate::brokers;
+
+#[derive(clap::Args)]
+pub(crate) struct BenchArgs {
+    /// Paths to measure, in order.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "postgres,memory,rabbitmq,sqs,kafka"
+    )]
+    paths: Vec<brokers::BrokerKind>,
+    /// Jobs per run.
+    #[arg(long, default_value_t = 10_000)]
+    jobs: usize,
+    /// Jobs per run on SQS (the local emulator slows down as queues fill).
+    #[arg(long, default_value_t = 1_000)]
+    sqs_jobs: usize,
+    /// Worker slots.
+    #[arg(long, default_value_t = 64)]
+    workers: usize,
+    /// The worker's claim linger in milliseconds, while a backlog lasts
+    /// (default: the worker's own default).
+    #[arg(long)]
+    claim_linger_ms: Option<u64>,
+    /// Concurrent producers in the end-to-end run.
+    #[arg(long, default_value_t = 8)]
+    producers: usize,
+    /// Filler bytes per job payload.
+    #[arg(long, default_value_t = 100)]
+    payload_bytes: usize,
+    /// Open-loop arrival rate (jobs/s) of the latency run.
+    #[arg(long, default_value_t = 1000)]
+    rate: u32,
+    /// Arrival rate on SQS, for the latency and outbox-lag runs (the local
+    /// emulator takes a few hundred messages a second).
+    #[arg(long, default_value_t = 100)]
+    sqs_rate: u32,
+    /// Seconds the latency run and the urgent stream last.
+    #[arg(long, default_value_t = 10)]
+    rate_seconds: u64,
+    /// Bulk jobs queued before the urgent stream starts.
+    #[arg(long, default_value_t = 100_000)]
+    burst_jobs: usize,
+    /// Bulk jobs on SQS (the local emulator publishes a few hundred per second).
+    #[arg(long, default_value_t = 10_000)]
+    sqs_burst_jobs: usize,
+    /// Urgent jobs per second during the burst run.
+    #[arg(long, default_value_t = 50)]
+    urgent_rate: u32,
+    /// Jobs (and business rows) per transaction in the batched end-to-end run.
+    #[arg(long, default_value_t = 100)]
+    enqueue_batch: usize,
+    /// Outbox rows in the relay-alone run (SQS: --sqs-jobs).
+    #[arg(long, default_value_t = 100_000)]
+    relay_rows: usize,
+    /// Outbox rows per relay pass.
+    #[arg(long, default_value_t = 1000)]
+    relay_batch_size: usize,
+    /// Relay drain tasks.
+    #[arg(long, default_value_t = 2)]
+    relay_concurrency: usize,
+    /// Outbox rows per second in the outbox-lag run.
+    #[arg(long, default_value_t = 1000)]
+    lag_rate: u32,
+    /// Leave each run's jobs in the jobs table (by default they are deleted
+    /// once measured and the tables vacuumed, so every run starts alike).
+    #[arg(long)]
+    keep_jobs: bool,
+    /// Give up on any one run after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    timeout_seconds: u64,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+    /// Also draw throughput and latency per path as an SVG chart in this file.
+    #[arg(long)]
+    chart: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    broker: brokers::BrokerArgs,
+}
+
+fn pick<T>(on_sqs: bool, sqs_value: T, value: T) -> T {
+    if on_sqs { sqs_value } else { value }
+}
+
+pub(crate) async fn bench(pool: PgPool, args: BenchArgs) -> Result<()> {
+    jobwire_core::migrate(&pool).await?;
+    let mut paths = Vec::new();
+    for kind in &args.paths {
+        // The SQS emulator is far slower than the other brokers: its runs
+        // are scaled down (and labelled so in the report).
+        let on_sqs = *kind == brokers::BrokerKind::Sqs;
+        paths.push(jobwire_bench::PathUnderTest {
+            name: format!("{kind:?}").to_lowercase(),
+            transport: args.broker.transport(*kind).await?,
+            jobs: pick(on_sqs, args.sqs_jobs, args.jobs),
+            relay_rows: pick(on_sqs, args.sqs_jobs, args.relay_rows),
+            burst_jobs: pick(on_sqs, args.sqs_burst_jobs, args.burst_jobs),
+            rate: pick(on_sqs, args.sqs_rate, args.rate),
+            lag_rate: pick(on_sqs, args.sqs_rate, args.lag_rate),
+        });
+    }
+    let config = jobwire_bench::BenchConfig {
+        workers: args.workers,
+        claim_linger: args.claim_linger_ms.map_or(
+            jobwire_consumer::WorkerConfig::default().claim_linger,
+            Duration::from_millis,
+        ),
+        producers: args.producers,
+        payload_bytes: args.payload_bytes,
+        rate_duration: Duration::from_secs(args.rate_seconds),
+        urgent_rate: args.urgent_rate,
+        enqueue_batch: args.enqueue_batch,
+        relay_batch_size: args.relay_batch_size,
+        relay_concurrency: args.relay_concurrency,
+        timeout: Duration::from_secs(args.timeout_seconds),
+        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        keep_jobs: args.keep_jobs,
+    };
+    let environment = jobwire_bench::environment(&pool).await?;
+    // Written after every path, so a long run keeps what it measured.
+    let write_files = |reports: &[jobwire_bench::PathReport]| -> Result<()> {
+        if let Some(file) = &args.json {
+            let json = serde_json::json!({
+                "environment": environment,
+                "workers": config.workers,
+                "producers": config.producers,
+                "payload_bytes": config.payload_bytes,
+                "rate_seconds": config.rate_duration.as_secs(),
+                "urgent_rate": config.urgent_rate,
+                "enqueue_batch": config.enqueue_batch,
+                "relay_batch_size": config.relay_batch_size,
+                "relay_concurrency": config.relay_concurrency,
+                "results": reports,
+            });
+            std::fs::write(file, serde_json::to_string_pretty(&json)?)
+                .with_context(|| format!("cannot write {}", file.display()))?;
+        }
+        if let Some(file) = &args.chart {
+            std::fs::write(file, jobwire_bench::chart_svg(&environment, reports)?)
+                .with_context(|| format!("cannot write {}", file.display()))?;
+        }
+        Ok(())
+    };
+    let (reports, failures) = jobwire_bench::run(&pool, &paths, &config, |so_far| {
+        if let Err(err) = write_files(so_far) {
+            tracing::error!(error = %format!("{err:#}"), "bench: cannot write the results");
+        }
+    })
+    .await;
+    print!("{}", jobwire_bench::table(&environment, &reports));
+    write_files(&reports)?;
+    for path in &paths {
+        if let Some(transport) = &path.transport {
+            transport.close().await?;
+        }
+    }
+    for (path, err) in &failures {
+        eprintln!("bench: {path} failed: {err:#}");
+    }
+    let bad: usize = reports.iter().map(|r| r.lost_or_repeated()).sum();
+    if bad > 0 {
+        bail!("{bad} jobs were lost or ran more than once");
+    }
+    if !failures.is_empty() {
+        bail!("{} of {} paths failed", failures.len(), paths.len());
+    }
+    Ok(())
+}

@@ -1,0 +1,64 @@
+//! `jobwire enqueue`: its arguments and enqueueing one job.
+
+use anyhow::{Context, Result};
+use chrono::{DateTime, TimeDelta, Utc};
+use jobwire_core::NewJob;
+use sqlx::PgPool;
+
+#[derive(clap::Args)]
+pub(crate) struct EnqueueArgs {
+    /// Job type (the handler that runs it).
+    job_type: String,
+    /// Payload as JSON.
+    #[arg(long, default_value = "{}")]
+    payload: String,
+    /// Queue to enqueue on.
+    #[arg(long, default_value = NewJob::DEFAULT_QUEUE)]
+    queue: String,
+    /// Priority; lower runs first.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    priority: i16,
+    /// Attempts before the job is dead-lettered.
+    #[arg(long, default_value_t = NewJob::DEFAULT_MAX_ATTEMPTS)]
+    max_attempts: i32,
+    /// Run no earlier than this many milliseconds from now.
+    #[arg(long, allow_negative_numbers = true, conflicts_with = "run_at")]
+    delay_ms: Option<i64>,
+    /// Run no earlier than this RFC 3339 time.
+    #[arg(long)]
+    run_at: Option<DateTime<Utc>>,
+    /// Idempotency key: enqueueing the same (type, key) again returns the first job.
+    #[arg(long)]
+    dedup_key: Option<String>,
+    /// Print JSON instead of the bare id.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) async fn enqueue(pool: &PgPool, args: EnqueueArgs) -> Result<()> {
+    let payload: serde_json::Value = serde_json::from_str(&args.payload)
+        .with_context(|| format!("--payload is not valid JSON: {}", args.payload))?;
+    let mut job = NewJob::new(args.job_type, payload)
+        .with_queue(args.queue)
+        .with_priority(args.priority)
+        .with_max_attempts(args.max_attempts);
+    if let Some(delay) = args.delay_ms {
+        job = job.with_delay(TimeDelta::milliseconds(delay));
+    }
+    if let Some(at) = args.run_at {
+        job = job.with_run_at(at);
+    }
+    if let Some(key) = args.dedup_key {
+        job = job.with_dedup_key(key);
+    }
+    let enqueued = jobwire_core::enqueue(pool, &job).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&enqueued)?);
+    } else {
+        println!("{}", enqueued.job_id);
+        if enqueued.duplicate {
+            eprintln!("duplicate: a job with this dedup key already exists");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,13 @@
+//! The subcommands that run against a connected pool, one module each
+//! (`jobwire demo`, which makes its own connection, lives in `crate::demo`).
+
+pub(crate) mod bench;
+pub(crate) mod cancel;
+pub(crate) mod dead_letters;
+pub(crate) mod enqueue;
+pub(crate) mod migrate;
+pub(crate) mod outbox;
+pub(crate) mod relay;
+pub(crate) mod replay;
+pub(crate) mod status;
+pub(crate) mod worker;

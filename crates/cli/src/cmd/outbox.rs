@@ -1,0 +1,106 @@
+//! `jobwire outbox`: the outbox's dead letters (rows the relay moved to
+//! `job_outbox_dead` after bounded attempts), listed and moved back.
+
+use anyhow::{Result, bail};
+use jobwire_core::OutboxReplayFilter;
+use sqlx::PgPool;
+
+#[derive(clap::Subcommand)]
+pub(crate) enum OutboxCommand {
+    /// List outbox dead letters grouped by topic and last error.
+    DeadLetters {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Move outbox dead letters back into the outbox (audited in
+    /// job_outbox_audit): by id, or a group by topic and/or error.
+    Replay(OutboxReplayArgs),
+}
+
+#[derive(clap::Args)]
+pub(crate) struct OutboxReplayArgs {
+    /// Replay these outbox ids.
+    #[arg(long = "id")]
+    ids: Vec<i64>,
+    /// Replay rows of this topic.
+    #[arg(long)]
+    topic: Option<String>,
+    /// Replay rows whose last error is exactly this (as `dead-letters` shows it).
+    #[arg(long)]
+    error: Option<String>,
+    /// Most rows moved back in one statement (repeated until none is left).
+    #[arg(long, default_value_t = 1000)]
+    batch_size: i64,
+    /// Who is replaying (recorded in job_outbox_audit).
+    #[arg(long, env = "USER", default_value = "operator")]
+    actor: String,
+    /// Why (recorded in job_outbox_audit).
+    #[arg(long, default_value = "replayed from the command line")]
+    reason: String,
+}
+
+pub(crate) async fn outbox(pool: &PgPool, command: OutboxCommand) -> Result<()> {
+    match command {
+        OutboxCommand::DeadLetters { json } => dead_letters(pool, json).await,
+        OutboxCommand::Replay(args) => replay(pool, args).await,
+    }
+}
+
+async fn dead_letters(pool: &PgPool, json: bool) -> Result<()> {
+    let groups = jobwire_core::outbox_dead_groups(pool).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&groups)?);
+        return Ok(());
+    }
+    if groups.is_empty() {
+        println!("no outbox dead letters");
+        return Ok(());
+    }
+    println!(
+        "{:>7}  {:<32} {:<26} {:<26} last error",
+        "rows", "topic", "first failed", "last failed"
+    );
+    for group in groups {
+        println!(
+            "{:>7}  {:<32} {:<26} {:<26} {}",
+            group.count,
+            group.topic,
+            group.first_failed_at.to_rfc3339(),
+            group.last_failed_at.to_rfc3339(),
+            if group.last_error.is_empty() {
+                "-"
+            } else {
+                &group.last_error
+            }
+        );
+    }
+    Ok(())
+}
+
+async fn replay(pool: &PgPool, args: OutboxReplayArgs) -> Result<()> {
+    if args.ids.is_empty() && args.topic.is_none() && args.error.is_none() {
+        bail!("name outbox ids with --id, or a group with --topic and/or --error");
+    }
+    if args.batch_size < 1 {
+        bail!("--batch-size must be at least 1");
+    }
+    let filter = OutboxReplayFilter {
+        topic: args.topic,
+        last_error: args.error,
+        ids: (!args.ids.is_empty()).then_some(args.ids),
+        limit: args.batch_size,
+    };
+    // In batches, so a large group never holds one long transaction.
+    let mut total = 0;
+    loop {
+        let moved =
+            jobwire_core::replay_outbox_dead(pool, &filter, &args.actor, &args.reason).await?;
+        total += moved.len();
+        if moved.len() < filter.limit as usize {
+            break;
+        }
+    }
+    println!("{total} outbox rows moved back for publishing");
+    Ok(())
+}

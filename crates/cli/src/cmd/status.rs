@@ -1,0 +1,56 @@
+//! `jobwire status`: showing one job, as text or JSON.
+
+use anyhow::Result;
+use chrono::{DateTime, Utc};
+use jobwire_core::JobStatus;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+pub(crate) async fn status(pool: &PgPool, job_id: Uuid, json: bool) -> Result<()> {
+    let status = jobwire_core::job_status(pool, job_id).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&status)?);
+    } else {
+        print_status(&status);
+    }
+    Ok(())
+}
+
+fn print_status(status: &JobStatus) {
+    let time =
+        |at: Option<DateTime<Utc>>| at.map(|at| at.to_rfc3339()).unwrap_or_else(|| "-".into());
+    println!("job        {}", status.job_id);
+    println!(
+        "type       {} (queue {}, priority {})",
+        status.job_type, status.queue, status.priority
+    );
+    println!(
+        "state      {}{}",
+        status.state,
+        if status.archived { " (archived)" } else { "" }
+    );
+    println!(
+        "attempts   {} of {}",
+        status.attempt_count, status.max_attempts
+    );
+    if status.state.is_claimable() {
+        println!("next run   {}", status.run_after.to_rfc3339());
+    }
+    if let Some(owner) = &status.lease_owner {
+        println!(
+            "lease      {owner}, generation {}, expires {}",
+            status.lease_generation,
+            time(status.lease_expires_at)
+        );
+        println!("heartbeat  {}", time(status.heartbeat_at));
+    }
+    if let Some(code) = &status.last_error_code {
+        println!(
+            "last error {code}: {}",
+            status.last_error.as_deref().unwrap_or("")
+        );
+    }
+    println!("created    {}", status.created_at.to_rfc3339());
+    println!("finished   {}", time(status.finished_at));
+    println!("payload    {}", status.payload);
+}

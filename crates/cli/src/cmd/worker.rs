@@ -1,0 +1,164 @@
+//! `jobwire worker` and `jobwire run`: their arguments and serving queues
+//! until a shutdown signal (with the relay in-process for `run`).
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use jobwire_consumer::maintenance::{
+    MaintenanceConfig, ReconcilerConfig, RetentionConfig, SweeperConfig,
+};
+use jobwire_consumer::{
+    HandlerOptions, HandlerRegistry, QueueConfig, RuntimeConfig, Worker, WorkerConfig,
+};
+use jobwire_core::Backoff;
+use jobwire_server::Node;
+use jobwire_transport::SubscribeOptions;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+use crate::shutdown::cancel_on_signal;
+use crate::{brokers, database};
+
+#[derive(clap::Args)]
+pub(crate) struct WorkerArgs {
+    /// Queue to serve as NAME or NAME=CONCURRENCY; repeat for several.
+    #[arg(long = "queue", default_value = "default=16")]
+    queues: Vec<String>,
+    /// Lease length in milliseconds (heartbeats every third of it).
+    #[arg(long, default_value_t = 30_000)]
+    lease_ms: u64,
+    /// Retry backoff base in milliseconds for the built-in handlers.
+    #[arg(long, default_value_t = 5_000)]
+    backoff_base_ms: u64,
+    /// Retry backoff cap in milliseconds for the built-in handlers.
+    #[arg(long, default_value_t = 900_000)]
+    backoff_max_ms: u64,
+    /// Seconds to let running jobs finish on shutdown before cancelling them.
+    #[arg(long, default_value_t = 30)]
+    shutdown_timeout_s: u64,
+    /// Lease owner id (default: unique per process).
+    #[arg(long)]
+    worker_id: Option<String>,
+    /// Do not run the lease sweeper in this process.
+    #[arg(long)]
+    no_sweeper: bool,
+    /// Sweeper interval in milliseconds.
+    #[arg(long, default_value_t = 5_000)]
+    sweep_interval_ms: u64,
+    /// Do not run the wake-up reconciler in this process.
+    #[arg(long)]
+    no_reconciler: bool,
+    /// Seconds a due job of a broker queue may wait for its wake-up before
+    /// the reconciler re-wakes it.
+    #[arg(long, default_value_t = 60)]
+    reconcile_grace_s: u64,
+    /// Milliseconds between reconciler passes.
+    #[arg(long, default_value_t = 10_000)]
+    reconcile_interval_ms: u64,
+    /// Consumer group (Kafka) for broker-dispatched queues.
+    #[arg(long, default_value = "jobwire-workers")]
+    consumer_group: String,
+    #[command(flatten)]
+    broker: brokers::BrokerArgs,
+}
+
+fn parse_queue(spec: &str) -> Result<QueueConfig> {
+    match spec.split_once('=') {
+        None => Ok(QueueConfig::new(spec, 16)),
+        Some((name, concurrency)) => Ok(QueueConfig::new(
+            name,
+            concurrency
+                .parse()
+                .with_context(|| format!("bad concurrency in --queue {spec}"))?,
+        )),
+    }
+}
+
+/// `jobwire worker` (`with_relay = false`) and `jobwire run` (`true`).
+pub(crate) async fn serve(pool: PgPool, args: WorkerArgs, with_relay: bool) -> Result<()> {
+    if with_relay {
+        database::migrate_if_empty(&pool).await?;
+    } else {
+        database::require_current_schema(&pool).await?;
+    }
+    let default_kind = if with_relay {
+        brokers::BrokerKind::Memory
+    } else {
+        brokers::BrokerKind::Postgres
+    };
+    let kind = args.broker.kind_or(default_kind);
+    if kind == brokers::BrokerKind::Memory && !with_relay {
+        bail!(
+            "--transport memory only works with the relay in the same process: use `jobwire run`"
+        );
+    }
+    let queues: Vec<QueueConfig> = args
+        .queues
+        .iter()
+        .map(|spec| parse_queue(spec))
+        .collect::<Result<_>>()?;
+    let names: Vec<String> = queues.iter().map(|queue| queue.name.clone()).collect();
+    if kind != brokers::BrokerKind::Postgres {
+        brokers::declare_dispatch(&pool, kind, &names).await?;
+    }
+    let transport = args.broker.transport(kind).await?;
+
+    let mut registry = HandlerRegistry::new();
+    jobwire_consumer::builtin::register_builtin_handlers(
+        &mut registry,
+        HandlerOptions {
+            backoff: Backoff {
+                base: Duration::from_millis(args.backoff_base_ms),
+                max: Duration::from_millis(args.backoff_max_ms),
+                ..Backoff::default()
+            },
+            ..HandlerOptions::default()
+        },
+    );
+    let config = WorkerConfig {
+        runtime: RuntimeConfig {
+            worker_id: args
+                .worker_id
+                .unwrap_or_else(jobwire_consumer::default_worker_id),
+            lease: Duration::from_millis(args.lease_ms),
+            ..RuntimeConfig::default()
+        },
+        queues,
+        shutdown_timeout: Duration::from_secs(args.shutdown_timeout_s),
+        subscribe: SubscribeOptions {
+            group: args.consumer_group,
+            ..SubscribeOptions::default()
+        },
+        ..WorkerConfig::default()
+    };
+    let maintenance = MaintenanceConfig {
+        sweeper: (!args.no_sweeper).then(|| SweeperConfig {
+            interval: Duration::from_millis(args.sweep_interval_ms),
+            ..SweeperConfig::default()
+        }),
+        retention: Some(RetentionConfig::default()),
+        reconciler: (!args.no_reconciler).then(|| ReconcilerConfig {
+            grace: Duration::from_secs(args.reconcile_grace_s),
+            interval: Duration::from_millis(args.reconcile_interval_ms),
+            ..ReconcilerConfig::default()
+        }),
+    };
+    let shutdown = CancellationToken::new();
+    tokio::spawn(cancel_on_signal(shutdown.clone()));
+    let mut worker = Worker::new(pool.clone(), registry, config);
+    let mut node = Node::new(pool.clone()).with_maintenance(maintenance);
+    if let Some(transport) = transport {
+        worker = worker.with_transport(transport.clone());
+        if with_relay {
+            node = node.with_relay(jobwire_relay::Relay::new(
+                pool.clone(),
+                transport.clone(),
+                jobwire_relay::RelayConfig::default(),
+            ));
+        }
+        node = node.closing(transport);
+    }
+    let report = node.with_worker(worker).run(shutdown).await?;
+    println!("{}", serde_json::to_string(&report)?);
+    Ok(())
+}

@@ -1,0 +1,99 @@
+//! Connecting to PostgreSQL, with the password kept out of error messages.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use jobwire_core::SchemaState;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, Connection, PgPool};
+
+/// How long the first connection may take before we say the server does not
+/// answer (a firewall that drops packets, a wrong host).
+const FIRST_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A pool to `url`. One connection is opened first, on its own, so that an
+/// operator sees the real cause at once — connection refused, password
+/// authentication failed, database does not exist — instead of a pool
+/// timing out after seconds of retries.
+pub(crate) async fn connect(url: &str) -> Result<PgPool> {
+    let shown = redact(url);
+    let options: PgConnectOptions = url
+        .parse()
+        .with_context(|| format!("invalid database URL {shown}"))?;
+    let first = tokio::time::timeout(FIRST_CONNECT_TIMEOUT, options.connect())
+        .await
+        .map_err(|_| {
+            anyhow!(
+                "cannot connect to PostgreSQL at {shown}: no answer within {} s",
+                FIRST_CONNECT_TIMEOUT.as_secs()
+            )
+        })?
+        .with_context(|| format!("cannot connect to PostgreSQL at {shown}"))?;
+    let _ = first.close().await;
+    PgPoolOptions::new()
+        .max_connections(16)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(options)
+        .await
+        .with_context(|| format!("cannot connect to PostgreSQL at {shown}"))
+}
+
+/// Long-running processes (workers, relays) never change the schema: in
+/// production a schema change is an explicit step (`jobwire migrate`), so a
+/// rolling deploy never has a new process lock the hot table. Fails with
+/// what to run when the schema is missing or behind.
+pub(crate) async fn require_current_schema(pool: &PgPool) -> Result<()> {
+    match jobwire_core::schema_state(pool).await? {
+        SchemaState::Current => Ok(()),
+        SchemaState::Empty => bail!(
+            "this database has no jobwire schema: run `jobwire migrate` first (workers and relays never change the schema themselves)"
+        ),
+        SchemaState::Behind { pending } => bail!(
+            "the database schema is behind this jobwire version ({} migration(s) pending: {pending:?}): run `jobwire migrate` first",
+            pending.len()
+        ),
+        other => bail!("unexpected schema state {other:?}"),
+    }
+}
+
+/// `jobwire run` (everything in one process, for development and small
+/// deployments) migrates an empty database itself; a database whose schema
+/// is merely behind still needs the explicit `jobwire migrate`.
+pub(crate) async fn migrate_if_empty(pool: &PgPool) -> Result<()> {
+    if jobwire_core::schema_state(pool).await? == SchemaState::Empty {
+        tracing::info!("empty database: applying the jobwire schema");
+        jobwire_core::migrate(pool).await?;
+        return Ok(());
+    }
+    require_current_schema(pool).await
+}
+
+/// Add what to do to errors an operator can fix: a missing table means the
+/// schema was never applied.
+pub(crate) fn explain(err: anyhow::Error) -> anyhow::Error {
+    let undefined_table = err.chain().any(|cause| {
+        let sqlx_error = cause.downcast_ref::<sqlx::Error>().or_else(|| {
+            match cause.downcast_ref::<jobwire_core::Error>() {
+                Some(jobwire_core::Error::Database(inner)) => Some(inner),
+                _ => None,
+            }
+        });
+        matches!(sqlx_error, Some(sqlx::Error::Database(db)) if db.code().as_deref() == Some("42P01"))
+    });
+    if undefined_table {
+        return err
+            .context("the database has no jobwire schema (or an old one): run `jobwire migrate`");
+    }
+    err
+}
+
+/// The URL without its password, for error messages.
+pub(crate) fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string()
+        }
+        _ => url.to_owned(),
+    }
+}

@@ -1,0 +1,147 @@
+//! `jobwire relay` killed with SIGKILL in the middle of a drain loses
+//! nothing: every row reaches the broker at least once.
+
+use std::collections::HashSet;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use jobwire_test_support::FreshDatabase;
+use jobwire_transport::rabbitmq::{RabbitConfig, RabbitTransport};
+use jobwire_transport::{SubscribeOptions, Transport};
+use sqlx::PgPool;
+
+const JOBWIRE: &str = env!("CARGO_BIN_EXE_jobwire");
+const ROWS: i64 = 10_000;
+
+fn amqp_url() -> String {
+    std::env::var("AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
+}
+
+fn start_relay(url: &str) -> Child {
+    Command::new(JOBWIRE)
+        .args([
+            "relay",
+            "--transport",
+            "rabbitmq",
+            "--batch-size",
+            "100",
+            "--poll-ms",
+            "200",
+        ])
+        .env("DATABASE_URL", url)
+        .env("AMQP_URL", amqp_url())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+async fn outbox_len(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM job_outbox")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_killed_mid_drain_loses_no_row() {
+    let db = FreshDatabase::create().await;
+    let migrate = Command::new(JOBWIRE)
+        .arg("migrate")
+        .env("DATABASE_URL", &db.url)
+        .output()
+        .unwrap();
+    assert!(migrate.status.success());
+    let pool = db.pool().await;
+    let topic = format!("crash-{}", uuid::Uuid::new_v4().simple());
+    let ids: HashSet<i64> = sqlx::query_scalar(
+        "INSERT INTO job_outbox (topic, message_key, payload)
+         SELECT $1, 'k' || (n % 10), jsonb_build_object('n', n) FROM generate_series(1, $2) AS n
+         RETURNING id",
+    )
+    .bind(&topic)
+    .bind(ROWS)
+    .fetch_all(&pool)
+    .await
+    .unwrap()
+    .into_iter()
+    .collect();
+
+    let transport = RabbitTransport::new(RabbitConfig::new(amqp_url()));
+    let mut subscriber = transport
+        .subscribe(&topic, &SubscribeOptions::default())
+        .await
+        .unwrap();
+
+    // Kill the relay once it has drained some, but not all, of the rows.
+    let mut relay = start_relay(&db.url);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = outbox_len(&pool).await;
+        if left < ROWS - 1500 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "relay made no progress"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    relay.kill().unwrap(); // SIGKILL
+    relay.wait().unwrap();
+    let left_at_kill = outbox_len(&pool).await;
+    assert!(
+        left_at_kill > 0,
+        "the relay finished before it could be killed mid-drain"
+    );
+
+    let mut relay = start_relay(&db.url);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while outbox_len(&pool).await > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "restarted relay did not drain"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    relay.kill().unwrap();
+    relay.wait().unwrap();
+
+    let mut seen = HashSet::new();
+    let mut total = 0usize;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while seen.len() < ids.len() && tokio::time::Instant::now() < deadline {
+        let batch = subscriber
+            .receive(1000, Duration::from_secs(2))
+            .await
+            .unwrap();
+        total += batch.len();
+        seen.extend(batch.iter().filter_map(|d| d.outbox_id()));
+        let receipts: Vec<_> = batch.iter().map(|d| d.receipt.clone()).collect();
+        subscriber.ack(&receipts).await.unwrap();
+    }
+    // Drain the rest to count every duplicate.
+    loop {
+        let batch = subscriber
+            .receive(1000, Duration::from_secs(1))
+            .await
+            .unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        total += batch.len();
+        let receipts: Vec<_> = batch.iter().map(|d| d.receipt.clone()).collect();
+        subscriber.ack(&receipts).await.unwrap();
+    }
+    subscriber.close().await.unwrap();
+    let lost = ids.difference(&seen).count();
+    let duplicates = total - seen.len();
+    println!(
+        "relay crash: {ROWS} rows, killed with {left_at_kill} left, {total} messages received, {duplicates} duplicates, {lost} lost"
+    );
+    assert_eq!(lost, 0, "rows lost across the crash");
+    assert!(seen.is_subset(&ids));
+    pool.close().await;
+    db.drop_database().await;
+}

@@ -1,0 +1,257 @@
+//! Broker-path workers as real processes: one killed with SIGKILL mid-job,
+//! one frozen (SIGSTOP) until its jobs were reclaimed, then thawed.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use jobwire_core::{JobState, NewJob};
+use jobwire_test_support::FreshDatabase;
+use serde_json::json;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+const JOBWIRE: &str = env!("CARGO_BIN_EXE_jobwire");
+
+/// `jobwire run`: relay and worker in one process.
+fn run_worker(url: &str, queue: &str, worker_id: &str, sweeper: bool) -> Child {
+    spawn_worker("run", url, queue, worker_id, sweeper)
+}
+
+/// `jobwire <command>` (`run` or `worker`) on `queue`, over RabbitMQ.
+fn spawn_worker(command: &str, url: &str, queue: &str, worker_id: &str, sweeper: bool) -> Child {
+    let queue_arg = format!("{queue}=4");
+    let mut args = vec![
+        command,
+        "--transport",
+        "rabbitmq",
+        "--queue",
+        &queue_arg,
+        "--lease-ms",
+        "1500",
+        "--worker-id",
+        worker_id,
+        "--consumer-group",
+        "cli-tests",
+        "--sweep-interval-ms",
+        "200",
+        "--shutdown-timeout-s",
+        "1",
+        // A frozen worker's connection stays open and can absorb wake-ups up
+        // to its prefetch; the reconciler re-wakes those jobs quickly.
+        "--reconcile-grace-s",
+        "1",
+        "--reconcile-interval-ms",
+        "300",
+    ];
+    if !sweeper {
+        // The worker that will die or freeze: it sweeps and reconciles nothing.
+        args.extend(["--no-sweeper", "--no-reconciler"]);
+    }
+    Command::new(JOBWIRE)
+        .args(args)
+        .env("DATABASE_URL", url)
+        .env(
+            "RUST_LOG",
+            std::env::var("JOBWIRE_TEST_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .stdout(Stdio::piped())
+        .stderr(match std::env::var("JOBWIRE_TEST_LOG_DIR") {
+            Ok(dir) => {
+                Stdio::from(std::fs::File::create(format!("{dir}/{worker_id}.log")).unwrap())
+            }
+            Err(_) => Stdio::null(),
+        })
+        .spawn()
+        .unwrap()
+}
+
+/// Workers and relays never change the schema: apply it first, as an
+/// operator's deploy would.
+fn migrate(url: &str) {
+    let status = Command::new(JOBWIRE)
+        .arg("migrate")
+        .env("DATABASE_URL", url)
+        .status()
+        .unwrap();
+    assert!(status.success(), "jobwire migrate failed");
+}
+
+async fn wait_until(pool: &PgPool, what: &str, query: &str, bind: &str, expected: i64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        // Errors count as "not yet" (a query can race the processes'
+        // start-up).
+        let count: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(query.to_owned()))
+            .bind(bind)
+            .fetch_one(pool)
+            .await
+            .unwrap_or(-1);
+        if count == expected {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: stuck at {count}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill")
+        .args([format!("-{name}"), child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+async fn enqueue_sleepers(pool: &PgPool, queue: &str, count: usize) -> Vec<Uuid> {
+    let jobs: Vec<NewJob> = (0..count)
+        .map(|_| NewJob::new("sleep", json!({"ms": 2500})).with_queue(queue))
+        .collect();
+    jobwire_core::enqueue_many(pool, &jobs)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|job| job.job_id)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_broker_workers_jobs_are_swept_rewoken_and_completed() {
+    let db = FreshDatabase::create().await;
+    migrate(&db.url);
+    let pool = db.pool().await;
+    let queue = format!("kill{}", &Uuid::new_v4().simple().to_string()[..8]);
+    let mut victim = run_worker(&db.url, &queue, "victim", false);
+    // The worker declares the queue broker-dispatched when it starts.
+    wait_until(
+        &pool,
+        "queue declared",
+        "SELECT count(*) FROM job_queues WHERE queue = $1 AND dispatch = 'broker'",
+        &queue,
+        1,
+    )
+    .await;
+    let ids = enqueue_sleepers(&pool, &queue, 3).await;
+    wait_until(
+        &pool,
+        "victim holds the jobs",
+        "SELECT count(*) FROM jobs WHERE queue = $1 AND lease_owner = 'victim'",
+        &queue,
+        3,
+    )
+    .await;
+    victim.kill().unwrap(); // SIGKILL
+    victim.wait().unwrap();
+
+    let mut rescuer = run_worker(&db.url, &queue, "rescuer", true);
+    wait_until(
+        &pool,
+        "jobs completed",
+        "SELECT count(*) FROM jobs WHERE queue = $1 AND state = 'SUCCEEDED'",
+        &queue,
+        3,
+    )
+    .await;
+    signal(&rescuer, "TERM");
+    rescuer.wait().unwrap();
+    for id in ids {
+        let status = jobwire_core::job_status(&pool, id).await.unwrap();
+        assert_eq!(status.state, JobState::Succeeded);
+        assert_eq!(status.attempt_count, 2, "the killed attempt counts");
+        assert_eq!(status.last_error_code.as_deref(), Some("LEASE_EXPIRED"));
+    }
+    pool.close().await;
+    db.drop_database().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_worker_that_wakes_up_late_changes_nothing() {
+    let db = FreshDatabase::create().await;
+    migrate(&db.url);
+    let pool = db.pool().await;
+    let queue = format!("stale{}", &Uuid::new_v4().simple().to_string()[..8]);
+    // The process that will freeze runs only a worker (no relay, no
+    // reconciler): what it holds when frozen is exactly a worker's state.
+    let mut relay = Command::new(JOBWIRE)
+        .args(["relay", "--transport", "rabbitmq", "--poll-ms", "200"])
+        .env("DATABASE_URL", &db.url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let sleeper = spawn_worker("worker", &db.url, &queue, "sleeper", false);
+    wait_until(
+        &pool,
+        "queue declared",
+        "SELECT count(*) FROM job_queues WHERE queue = $1 AND dispatch = 'broker'",
+        &queue,
+        1,
+    )
+    .await;
+    let ids = enqueue_sleepers(&pool, &queue, 2).await;
+    wait_until(
+        &pool,
+        "sleeper holds the jobs",
+        "SELECT count(*) FROM jobs WHERE queue = $1 AND lease_owner = 'sleeper'",
+        &queue,
+        2,
+    )
+    .await;
+    signal(&sleeper, "STOP"); // frozen: no heartbeats, no writes
+
+    let mut rescuer = run_worker(&db.url, &queue, "rescuer", true);
+    // Reclaimed by the rescuer (monotonic: the rescuer may already have
+    // finished one job while the other's wake-up is still on its way).
+    wait_until(
+        &pool,
+        "reclaimed",
+        "SELECT count(*) FROM jobs WHERE queue = $1 AND lease_generation >= 2",
+        &queue,
+        2,
+    )
+    .await;
+    // Thaw the stale worker while the rescuer runs the jobs: its handlers
+    // finish, and every write it tries is fenced.
+    signal(&sleeper, "CONT");
+    wait_until(
+        &pool,
+        "jobs completed",
+        "SELECT count(*) FROM jobs WHERE queue = $1 AND state = 'SUCCEEDED'",
+        &queue,
+        2,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    signal(&sleeper, "TERM");
+    let output = sleeper.wait_with_output().unwrap();
+    signal(&rescuer, "TERM");
+    rescuer.wait().unwrap();
+    relay.kill().unwrap();
+    relay.wait().unwrap();
+
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report: serde_json::Value = stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find_map(|value| value.get("worker").filter(|w| w.is_object()).cloned())
+        .unwrap_or_else(|| panic!("no worker report in: {stdout}"));
+    let rejected = report["lease_lost"].as_u64().unwrap() + report["fenced"].as_u64().unwrap();
+    assert!(
+        rejected >= 2,
+        "the stale worker's writes were not fenced: {report}"
+    );
+    assert_eq!(report["succeeded"], 0, "{report}");
+    for id in ids {
+        let status = jobwire_core::job_status(&pool, id).await.unwrap();
+        assert_eq!(status.state, JobState::Succeeded);
+        assert_eq!(
+            status.lease_generation.0, 2,
+            "the rescuer's claim is the last"
+        );
+        assert_eq!(status.attempt_count, 2);
+    }
+    pool.close().await;
+    db.drop_database().await;
+}

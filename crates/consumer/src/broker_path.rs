@@ -1,0 +1,310 @@
+//! The broker path of a queue: deliveries are wake-ups for one fenced claim
+//! per received batch; a safety net claims straight from the table what
+//! the broker path left waiting too long.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jobwire_core::ClaimMiss;
+use jobwire_loop::{POLL_SPREAD, Pause, jittered, sleep};
+use jobwire_transport::{Delivery, SubscribeOptions, Subscriber, Transport, header};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::JobRuntime;
+use crate::stats::{WorkerStats, bump};
+
+/// The job a wake-up names: the `jobwire-job-id` header, or `job_id` in a
+/// JSON body. `None` for anything else (garbage is acked, never run).
+fn woken_job(delivery: &Delivery) -> Option<uuid::Uuid> {
+    if let Some(id) = delivery.headers.get(header::JOB_ID)
+        && let Ok(id) = id.parse()
+    {
+        return Some(id);
+    }
+    let body: serde_json::Value = serde_json::from_slice(&delivery.payload).ok()?;
+    body.get("job_id")?.as_str()?.parse().ok()
+}
+
+fn count_miss(stats: &WorkerStats, miss: &ClaimMiss) {
+    bump(match miss {
+        ClaimMiss::Unknown => &stats.wake_ups_unknown,
+        ClaimMiss::Held => &stats.wake_ups_held,
+        ClaimMiss::Finished { .. } => &stats.wake_ups_finished,
+        ClaimMiss::NotDue { .. } => &stats.wake_ups_not_due,
+        ClaimMiss::Contended => &stats.wake_ups_contended,
+        ClaimMiss::Paused => &stats.wake_ups_paused,
+        ClaimMiss::OtherQueue { .. } => &stats.wake_ups_other_queue,
+        #[allow(unreachable_patterns)]
+        _ => &stats.wake_ups_unknown,
+    });
+}
+
+/// Subscribe to `topic`, retrying until it works or `stop`.
+async fn subscribe(
+    transport: &dyn Transport,
+    topic: &str,
+    options: &SubscribeOptions,
+    stop: &CancellationToken,
+) -> Option<Box<dyn Subscriber>> {
+    let mut pause = Pause::standard();
+    loop {
+        match transport.subscribe(topic, options).await {
+            Ok(subscriber) => return Some(subscriber),
+            Err(err) => {
+                tracing::warn!(%topic, error = %err, "cannot subscribe; retrying");
+                if sleep(pause.next_after_failure(), stop).await.is_cancelled() {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// One broker-dispatched queue as a worker serves it.
+pub(crate) struct BrokerQueue {
+    pub(crate) runtime: JobRuntime,
+    pub(crate) transport: Arc<dyn Transport>,
+    /// The topic its wake-ups travel on.
+    pub(crate) topic: String,
+    /// The queue.
+    pub(crate) queue: String,
+    /// Every queue this worker serves from `topic` (usually just `queue`): a
+    /// wake-up for a job of any other queue claims nothing.
+    pub(crate) served_from_topic: Vec<String>,
+    pub(crate) options: SubscribeOptions,
+    pub(crate) concurrency: usize,
+    pub(crate) receive_wait: Duration,
+    pub(crate) safety_net: Option<SafetyNet>,
+}
+
+/// Receive wake-ups for one broker-dispatched queue and run the jobs they
+/// let this worker claim, until `stop`; meanwhile the safety net claims
+/// jobs the broker path left waiting past its bound.
+pub(crate) async fn consume_queue(queue: BrokerQueue, stop: CancellationToken) {
+    let BrokerQueue {
+        runtime,
+        transport,
+        topic,
+        queue,
+        served_from_topic,
+        options,
+        concurrency,
+        receive_wait,
+        mut safety_net,
+    } = queue;
+    let Some(mut subscriber) = subscribe(transport.as_ref(), &topic, &options, &stop).await else {
+        return;
+    };
+    let stats = runtime.stats();
+    let slots = Arc::new(Semaphore::new(concurrency));
+    let mut pause = Pause::standard();
+    loop {
+        // Receive only as many wake-ups as there are free slots: the broker
+        // keeps the rest (and other workers can take them).
+        let first = tokio::select! {
+            slot = slots.clone().acquire_owned() => slot.expect("semaphore is never closed"),
+            _ = stop.cancelled() => break,
+        };
+        let mut free = vec![first];
+        while let Ok(slot) = slots.clone().try_acquire_owned() {
+            free.push(slot);
+        }
+        let received = tokio::select! {
+            received = subscriber.receive(free.len(), receive_wait) => received,
+            _ = stop.cancelled() => break,
+        };
+        let deliveries = match received {
+            Ok(deliveries) => deliveries,
+            Err(err) => {
+                tracing::warn!(%topic, error = %err, "receive failed; retrying");
+                // The broker is away: the table is not.
+                if let Some(net) = &mut safety_net {
+                    net.claim_if_due(&runtime, &queue, &mut free).await;
+                }
+                drop(free);
+                if sleep(pause.next_after_failure(), &stop)
+                    .await
+                    .is_cancelled()
+                {
+                    break;
+                }
+                continue;
+            }
+        };
+        pause.reset();
+        if !deliveries.is_empty() {
+            let claimed = claim_woken(
+                &runtime,
+                subscriber.as_mut(),
+                &topic,
+                &served_from_topic,
+                &deliveries,
+                &mut free,
+                &stats,
+            )
+            .await;
+            if claimed.is_err() {
+                drop(free);
+                if sleep(pause.next_after_failure(), &stop)
+                    .await
+                    .is_cancelled()
+                {
+                    break;
+                }
+                continue;
+            }
+        }
+        if let Some(net) = &mut safety_net {
+            net.claim_if_due(&runtime, &queue, &mut free).await;
+        }
+        drop(free);
+    }
+    if let Err(err) = subscriber.close().await {
+        tracing::warn!(%topic, error = %err, "closing the subscriber failed");
+    }
+}
+
+/// Claim the jobs `deliveries` name (one fenced statement), run what was
+/// claimed on the `free` slots, then acknowledge every delivery. On a
+/// database error nothing was claimed: the deliveries are given back.
+async fn claim_woken(
+    runtime: &JobRuntime,
+    subscriber: &mut dyn Subscriber,
+    topic: &str,
+    served_from_topic: &[String],
+    deliveries: &[Delivery],
+    free: &mut Vec<tokio::sync::OwnedSemaphorePermit>,
+    stats: &WorkerStats,
+) -> Result<(), ()> {
+    stats.wake_ups.fetch_add(
+        deliveries.len() as u64,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    let mut job_ids = Vec::with_capacity(deliveries.len());
+    for delivery in deliveries {
+        match woken_job(delivery) {
+            None => {
+                bump(&stats.wake_ups_garbage);
+                tracing::warn!(%topic, message = %delivery.broker_message_id,
+                    "delivery names no job; acknowledged and dropped");
+            }
+            Some(job_id) if job_ids.contains(&job_id) => bump(&stats.wake_ups_duplicate),
+            Some(job_id) => job_ids.push(job_id),
+        }
+    }
+    let receipts: Vec<_> = deliveries.iter().map(|d| d.receipt.clone()).collect();
+    let claimed = match jobwire_core::claim_by_ids(
+        runtime.pool(),
+        &job_ids,
+        served_from_topic,
+        runtime.worker_id(),
+        runtime.lease(),
+    )
+    .await
+    {
+        Ok(claimed) => claimed,
+        Err(err) => {
+            // Nothing was claimed: give the wake-ups back so they come
+            // again (or, where the broker cannot, the reconciler).
+            bump(&stats.database_errors);
+            tracing::warn!(%topic, error = %err, "claim failed; returning the wake-ups");
+            if let Err(err) = subscriber.nack(&receipts, true).await {
+                tracing::warn!(%topic, error = %err, "nack failed");
+            }
+            return Err(());
+        }
+    };
+    for (_, miss) in &claimed.missed {
+        count_miss(stats, miss);
+    }
+    for job in claimed.claimed {
+        let slot = free.pop().expect("never more claims than free slots");
+        runtime.spawn(job, Some(slot));
+    }
+    // The claim has committed: the wake-ups have done their work.
+    if let Err(err) = subscriber.ack(&receipts).await {
+        tracing::warn!(%topic, error = %err, "ack failed; the wake-ups will come again and find their jobs held");
+    }
+    Ok(())
+}
+
+/// The broker path's safety net: liveness must not depend on a broker
+/// delivering every wake-up. Every `interval`, a worker of a
+/// broker-dispatched queue claims straight from the table (SKIP LOCKED, as
+/// the PostgreSQL path does) due jobs of that queue that have waited longer
+/// than `after` since they became due, on the slots it has free. A broker
+/// that loses, delays or mis-routes wake-ups then costs latency, never
+/// progress. Pause is respected (the claim statement checks it).
+pub(crate) struct SafetyNet {
+    /// How long past `run_after` a job must wait before the net takes it.
+    pub(crate) after: Duration,
+    /// How often to look.
+    pub(crate) interval: Duration,
+    next_check: tokio::time::Instant,
+    /// Whether the last check found jobs: logs say so once per episode,
+    /// not once per job.
+    in_episode: bool,
+}
+
+impl SafetyNet {
+    pub(crate) fn new(after: Duration, interval: Duration) -> Self {
+        SafetyNet {
+            after,
+            interval,
+            next_check: tokio::time::Instant::now() + jittered(interval, POLL_SPREAD),
+            in_episode: false,
+        }
+    }
+
+    /// When a check is due and slots are free, claim overdue jobs onto them.
+    async fn claim_if_due(
+        &mut self,
+        runtime: &JobRuntime,
+        queue: &str,
+        free: &mut Vec<tokio::sync::OwnedSemaphorePermit>,
+    ) {
+        let now = tokio::time::Instant::now();
+        if now < self.next_check || free.is_empty() {
+            return;
+        }
+        self.next_check = now + jittered(self.interval, POLL_SPREAD);
+        let stats = runtime.stats();
+        let jobs = match jobwire_core::claim_overdue(
+            runtime.pool(),
+            queue,
+            self.after,
+            runtime.worker_id(),
+            free.len(),
+            runtime.lease(),
+        )
+        .await
+        {
+            Ok(jobs) => jobs,
+            Err(err) => {
+                bump(&stats.database_errors);
+                tracing::warn!(%queue, error = %err, "safety-net claim failed");
+                return;
+            }
+        };
+        if jobs.is_empty() {
+            if self.in_episode {
+                tracing::info!(%queue, "no job waits past the safety-net bound any more");
+                self.in_episode = false;
+            }
+            return;
+        }
+        if !self.in_episode {
+            tracing::warn!(%queue, jobs = jobs.len(), after = ?self.after,
+                "jobs waited past the safety-net bound without a wake-up (the broker path lost or delayed them); claiming them from the table until none is left");
+            self.in_episode = true;
+        }
+        stats
+            .safety_net_claims
+            .fetch_add(jobs.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        for job in jobs {
+            let slot = free.pop().expect("never more claims than free slots");
+            runtime.spawn(job, Some(slot));
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! Background maintenance, one loop per file: the lease [`Sweeper`], the
+//! [`Retention`] loop and the wake-up [`Reconciler`]. Each is a validated
+//! config plus `run(self, shutdown)`; several instances may run at once
+//! (their statements use SKIP LOCKED). [`Maintenance`] runs the enabled ones
+//! together under one shutdown token.
+
+mod reconciler;
+mod retention;
+mod sweeper;
+
+pub use reconciler::{Reconciler, ReconcilerConfig};
+pub use retention::{Retention, RetentionConfig};
+pub use sweeper::{Sweeper, SweeperConfig};
+
+use jobwire_loop::InvalidSetting;
+use sqlx::PgPool;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// Which maintenance loops a process runs; `None` leaves one out. Every
+/// loop is safe to run in several processes at once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MaintenanceConfig {
+    /// Return expired leases (crashed workers' jobs).
+    pub sweeper: Option<SweeperConfig>,
+    /// Move finished jobs out of the hot table.
+    pub retention: Option<RetentionConfig>,
+    /// Re-wake broker-dispatched jobs whose wake-up went missing.
+    pub reconciler: Option<ReconcilerConfig>,
+}
+
+impl Default for MaintenanceConfig {
+    fn default() -> Self {
+        MaintenanceConfig {
+            sweeper: Some(SweeperConfig::default()),
+            retention: Some(RetentionConfig::default()),
+            reconciler: Some(ReconcilerConfig::default()),
+        }
+    }
+}
+
+impl MaintenanceConfig {
+    /// No maintenance at all (a process that only runs jobs, a benchmark).
+    pub fn none() -> Self {
+        MaintenanceConfig {
+            sweeper: None,
+            retention: None,
+            reconciler: None,
+        }
+    }
+
+    /// Reject settings that cannot work.
+    pub fn validate(&self) -> Result<(), InvalidSetting> {
+        if let Some(sweeper) = &self.sweeper {
+            sweeper.validate()?;
+        }
+        if let Some(retention) = &self.retention {
+            retention.validate()?;
+        }
+        if let Some(reconciler) = &self.reconciler {
+            reconciler.validate()?;
+        }
+        Ok(())
+    }
+}
+
+/// The enabled maintenance loops of one process, built from a validated
+/// [`MaintenanceConfig`].
+#[derive(Debug, Clone)]
+pub struct Maintenance {
+    sweeper: Option<Sweeper>,
+    retention: Option<Retention>,
+    reconciler: Option<Reconciler>,
+}
+
+impl Maintenance {
+    /// The loops `config` enables, over `pool`; fails on a setting that
+    /// cannot work.
+    pub fn new(pool: PgPool, config: MaintenanceConfig) -> Result<Self, InvalidSetting> {
+        Ok(Maintenance {
+            sweeper: config
+                .sweeper
+                .map(|c| Sweeper::new(pool.clone(), c))
+                .transpose()?,
+            retention: config
+                .retention
+                .map(|c| Retention::new(pool.clone(), c))
+                .transpose()?,
+            reconciler: config
+                .reconciler
+                .map(|c| Reconciler::new(pool, c))
+                .transpose()?,
+        })
+    }
+
+    /// Whether any loop is enabled.
+    pub fn is_empty(&self) -> bool {
+        self.sweeper.is_none() && self.retention.is_none() && self.reconciler.is_none()
+    }
+
+    /// Run every enabled loop until `shutdown`; returns once all stopped.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let mut loops = JoinSet::new();
+        if let Some(sweeper) = self.sweeper {
+            loops.spawn(sweeper.run(shutdown.clone()));
+        }
+        if let Some(retention) = self.retention {
+            loops.spawn(retention.run(shutdown.clone()));
+        }
+        if let Some(reconciler) = self.reconciler {
+            loops.spawn(reconciler.run(shutdown.clone()));
+        }
+        while loops.join_next().await.is_some() {}
+    }
+}

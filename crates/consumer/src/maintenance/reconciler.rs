@@ -1,0 +1,97 @@
+//! The wake-up reconciler: no job of a broker-dispatched queue depends on
+//! the broker keeping its promise.
+
+use std::time::Duration;
+
+use jobwire_loop::{InvalidSetting, POLL_SPREAD, jittered, sleep};
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+/// Settings for [`Reconciler`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReconcilerConfig {
+    /// Pause between passes (jittered by ±20 %).
+    pub interval: Duration,
+    /// How long a due job may wait for its wake-up before it is re-woken.
+    pub grace: Duration,
+    /// Most jobs re-woken per statement.
+    pub batch_size: usize,
+}
+
+impl Default for ReconcilerConfig {
+    fn default() -> Self {
+        ReconcilerConfig {
+            interval: Duration::from_secs(10),
+            grace: Duration::from_secs(60),
+            batch_size: 1000,
+        }
+    }
+}
+
+impl ReconcilerConfig {
+    /// Reject settings that cannot work.
+    pub fn validate(&self) -> Result<(), InvalidSetting> {
+        InvalidSetting::require_nonzero("reconciler.interval", self.interval)?;
+        InvalidSetting::require_nonzero("reconciler.grace", self.grace)?;
+        InvalidSetting::require_positive("reconciler.batch_size", self.batch_size)
+    }
+}
+
+/// Re-wakes jobs of broker-dispatched queues whose wake-up went missing (a
+/// purged queue, a broker that lost messages, a consumer that died between
+/// receive and claim), so that no job depends on a broker keeping its
+/// promise. Recovery time is bounded by `grace` plus `interval`.
+#[derive(Debug, Clone)]
+pub struct Reconciler {
+    pool: PgPool,
+    config: ReconcilerConfig,
+}
+
+impl Reconciler {
+    /// A reconciler over `pool`; fails on a setting that cannot work.
+    pub fn new(pool: PgPool, config: ReconcilerConfig) -> Result<Self, InvalidSetting> {
+        config.validate()?;
+        Ok(Reconciler { pool, config })
+    }
+
+    /// One pass; returns how many jobs were re-woken. Does nothing while the
+    /// outbox lags by more than the grace period: the wake-ups are then
+    /// still waiting for the relay, not lost.
+    pub async fn reconcile_once(&self) -> Result<usize, jobwire_core::Error> {
+        let lag = jobwire_core::outbox_lag(&self.pool).await?;
+        if lag > self.config.grace {
+            tracing::info!(?lag, "outbox lags behind; not re-waking jobs yet");
+            return Ok(0);
+        }
+        let mut total = 0;
+        loop {
+            let woken = jobwire_core::reconcile_wake_ups(
+                &self.pool,
+                self.config.grace,
+                self.config.batch_size,
+            )
+            .await?;
+            total += woken.len();
+            if woken.len() < self.config.batch_size {
+                break;
+            }
+        }
+        if total > 0 {
+            tracing::warn!(jobs = total, "re-woke jobs whose wake-up went missing");
+        }
+        Ok(total)
+    }
+
+    /// Reconcile every interval until `shutdown`.
+    pub async fn run(self, shutdown: CancellationToken) {
+        loop {
+            if let Err(err) = self.reconcile_once().await {
+                tracing::warn!(error = %err, "reconciling wake-ups failed");
+            }
+            let pause = jittered(self.config.interval, POLL_SPREAD);
+            if sleep(pause, &shutdown).await.is_cancelled() {
+                return;
+            }
+        }
+    }
+}

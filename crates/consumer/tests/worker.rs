@@ -1,0 +1,441 @@
+//! The PostgreSQL-path worker end to end: handlers, retries, poison jobs,
+//! cancellation, lost leases, timeouts, panics, shutdown.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use jobwire_consumer::maintenance::MaintenanceConfig;
+use jobwire_consumer::{
+    CancelReason, HandlerOptions, HandlerRegistry, JobContext, JobError, QueueConfig, Worker,
+    WorkerConfig, WorkerReport,
+};
+use jobwire_core::{JobState, NewJob};
+use jobwire_server::{Node, RunningNode};
+use jobwire_test_support::{
+    expire_lease, fast_options, test_maintenance, test_worker_config, wait_for_all_finished,
+    wait_for_state,
+};
+use serde_json::json;
+use sqlx::PgPool;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn builtin_registry() -> HandlerRegistry {
+    let mut registry = HandlerRegistry::new();
+    jobwire_consumer::builtin::register_builtin_handlers(&mut registry, fast_options());
+    registry
+}
+
+/// A node running one worker and, beside it, its maintenance loops.
+struct RunningWorker {
+    node: RunningNode,
+}
+
+impl RunningWorker {
+    /// The worker with [`test_maintenance`] (a fast lease sweeper).
+    fn start(pool: &PgPool, registry: HandlerRegistry, config: WorkerConfig) -> Self {
+        Self::start_with(pool, registry, config, test_maintenance())
+    }
+
+    fn start_with(
+        pool: &PgPool,
+        registry: HandlerRegistry,
+        config: WorkerConfig,
+        maintenance: MaintenanceConfig,
+    ) -> Self {
+        let node = Node::new(pool.clone())
+            .with_worker(Worker::new(pool.clone(), registry, config))
+            .with_maintenance(maintenance)
+            .start()
+            .unwrap();
+        RunningWorker { node }
+    }
+
+    async fn stop(mut self) -> WorkerReport {
+        let report = self.node.stop().await.unwrap();
+        report.worker.expect("the node ran a worker")
+    }
+}
+
+async fn enqueue(pool: &PgPool, job: NewJob) -> Uuid {
+    jobwire_core::enqueue(pool, &job).await.unwrap().job_id
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn runs_every_job_once_to_success(pool: PgPool) {
+    let jobs: Vec<NewJob> = (0..300)
+        .map(|i| NewJob::new("noop", json!({ "i": i })).with_queue("work"))
+        .collect();
+    let ids: Vec<Uuid> = jobwire_test_support::enqueue_ids(&pool, &jobs)
+        .await
+        .unwrap();
+    let worker = RunningWorker::start(&pool, builtin_registry(), test_worker_config("work", 16));
+    wait_for_all_finished(&pool, &ids, WAIT).await.unwrap();
+    let report = worker.stop().await;
+    let outcomes: Vec<(String, i32, i64)> = sqlx::query_as(
+        "SELECT state, attempt_count, count(*) FROM jobs WHERE queue = 'work' GROUP BY 1, 2",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(outcomes, vec![("SUCCEEDED".into(), 1, 300)]);
+    assert_eq!(
+        (report.claimed, report.succeeded, report.fenced),
+        (300, 300, 0)
+    );
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn notify_wakes_an_idle_worker_without_waiting_for_the_poll(pool: PgPool) {
+    let mut config = test_worker_config("work", 4);
+    // A poll so slow that only NOTIFY can explain a prompt start.
+    config.poll_interval = Duration::from_secs(600);
+    let worker = RunningWorker::start(&pool, builtin_registry(), config);
+    // Let the worker reach its idle wait, then enqueue.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let job_id = enqueue(&pool, NewJob::new("noop", json!({})).with_queue("work")).await;
+    wait_for_state(&pool, job_id, JobState::Succeeded, WAIT)
+        .await
+        .unwrap();
+    worker.stop().await;
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_poison_job_dead_letters_without_delaying_other_jobs(pool: PgPool) {
+    let poison = enqueue(
+        &pool,
+        NewJob::new("always_fail", json!({}))
+            .with_queue("work")
+            .with_max_attempts(3)
+            .with_priority(-10),
+    )
+    .await;
+    let others: Vec<NewJob> = (0..50)
+        .map(|i| NewJob::new("noop", json!({ "i": i })).with_queue("work"))
+        .collect();
+    let other_ids: Vec<Uuid> = jobwire_test_support::enqueue_ids(&pool, &others)
+        .await
+        .unwrap();
+    // One slot: the poison job cannot hog it, because a failed attempt waits
+    // in RETRY_WAIT, not in a worker.
+    let worker = RunningWorker::start(&pool, builtin_registry(), test_worker_config("work", 1));
+    let status = wait_for_state(&pool, poison, JobState::Failed, WAIT)
+        .await
+        .unwrap();
+    wait_for_all_finished(&pool, &other_ids, WAIT)
+        .await
+        .unwrap();
+    let report = worker.stop().await;
+    assert_eq!(status.attempt_count, 3);
+    assert_eq!(status.last_error_code.as_deref(), Some("ALWAYS_FAILS"));
+    let (succeeded, last_done): (i64, chrono::DateTime<chrono::Utc>) = sqlx::query_as(
+        "SELECT count(*), max(finished_at) FROM jobs WHERE job_id = ANY($1) AND state = 'SUCCEEDED' AND attempt_count = 1",
+    )
+    .bind(&other_ids)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(succeeded, 50);
+    assert!(
+        last_done < status.finished_at.unwrap(),
+        "the other jobs finished while the poison job was still retrying"
+    );
+    assert_eq!((report.retried, report.failed), (2, 1));
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn cancelling_a_running_job_reaches_its_handler(pool: PgPool) {
+    let (seen_tx, mut seen) = mpsc::unbounded_channel();
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let mut registry = HandlerRegistry::new();
+    registry.register("long", move |ctx: JobContext| {
+        let seen_tx = seen_tx.clone();
+        let started_tx = started_tx.clone();
+        async move {
+            started_tx.send(ctx.job_id()).unwrap();
+            ctx.cancelled().await;
+            seen_tx.send(ctx.cancel_reason()).unwrap();
+            Err(JobError::cancelled())
+        }
+    });
+    let job_id = enqueue(&pool, NewJob::new("long", json!({})).with_queue("work")).await;
+    let worker = RunningWorker::start(&pool, registry, test_worker_config("work", 2));
+    assert_eq!(started.recv().await, Some(job_id));
+    jobwire_core::request_cancel(&pool, job_id).await.unwrap();
+    // Observed at the next heartbeat (lease / 3 = 500 ms here).
+    assert_eq!(seen.recv().await, Some(Some(CancelReason::Requested)));
+    let status = wait_for_state(&pool, job_id, JobState::Cancelled, WAIT)
+        .await
+        .unwrap();
+    assert_eq!(status.last_error_code.as_deref(), Some("CANCELLED"));
+    let report = worker.stop().await;
+    assert_eq!(report.cancelled, 1);
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn an_unknown_job_type_fails_clearly_and_the_worker_carries_on(pool: PgPool) {
+    let unknown = enqueue(&pool, NewJob::new("send_fax", json!({})).with_queue("work")).await;
+    let worker = RunningWorker::start(&pool, builtin_registry(), test_worker_config("work", 2));
+    let status = wait_for_state(&pool, unknown, JobState::Failed, WAIT)
+        .await
+        .unwrap();
+    assert_eq!(status.last_error_code.as_deref(), Some("UNKNOWN_JOB_TYPE"));
+    assert!(status.last_error.unwrap().contains("send_fax"));
+    let after = enqueue(&pool, NewJob::new("noop", json!({})).with_queue("work")).await;
+    wait_for_state(&pool, after, JobState::Succeeded, WAIT)
+        .await
+        .unwrap();
+    let report = worker.stop().await;
+    assert_eq!(report.unknown_job_type, 1);
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_panicking_handler_is_a_failed_attempt_not_a_crashed_worker(pool: PgPool) {
+    let panicky = enqueue(
+        &pool,
+        NewJob::new("panic", json!({}))
+            .with_queue("work")
+            .with_max_attempts(2),
+    )
+    .await;
+    let worker = RunningWorker::start(&pool, builtin_registry(), test_worker_config("work", 2));
+    let status = wait_for_state(&pool, panicky, JobState::Failed, WAIT)
+        .await
+        .unwrap();
+    assert_eq!(status.attempt_count, 2);
+    assert_eq!(status.last_error_code.as_deref(), Some("PANIC"));
+    assert!(status.last_error.unwrap().contains("panicked, as asked"));
+    let after = enqueue(&pool, NewJob::new("noop", json!({})).with_queue("work")).await;
+    wait_for_state(&pool, after, JobState::Succeeded, WAIT)
+        .await
+        .unwrap();
+    assert_eq!(worker.stop().await.panicked, 2);
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_malformed_payload_fails_fatally(pool: PgPool) {
+    let job_id = enqueue(
+        &pool,
+        NewJob::new("sleep", json!({"ms": "soon"})).with_queue("work"),
+    )
+    .await;
+    let worker = RunningWorker::start(&pool, builtin_registry(), test_worker_config("work", 2));
+    let status = wait_for_state(&pool, job_id, JobState::Failed, WAIT)
+        .await
+        .unwrap();
+    worker.stop().await;
+    assert_eq!(status.attempt_count, 1);
+    assert_eq!(status.last_error_code.as_deref(), Some("MALFORMED_PAYLOAD"));
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn heartbeats_keep_a_job_longer_than_its_lease(pool: PgPool) {
+    // 4 s of work under a 1.5 s lease, with a sweeper running every 200 ms.
+    let job_id = enqueue(
+        &pool,
+        NewJob::new("sleep", json!({"ms": 4000})).with_queue("work"),
+    )
+    .await;
+    let worker = RunningWorker::start(&pool, builtin_registry(), test_worker_config("work", 2));
+    let status = wait_for_state(&pool, job_id, JobState::Succeeded, WAIT)
+        .await
+        .unwrap();
+    let report = worker.stop().await;
+    assert_eq!(status.attempt_count, 1, "the lease was never lost");
+    assert_eq!(status.lease_generation.0, 1);
+    assert!(report.heartbeat_batches >= 3, "{report:?}");
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_worker_that_lost_its_lease_stops_and_reports_nothing(pool: PgPool) {
+    let (reason_tx, mut reasons) = mpsc::unbounded_channel();
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let mut registry = HandlerRegistry::new();
+    registry.register("stuck", move |ctx: JobContext| {
+        let reason_tx = reason_tx.clone();
+        let started_tx = started_tx.clone();
+        async move {
+            started_tx.send(()).unwrap();
+            ctx.cancelled().await;
+            reason_tx.send(ctx.cancel_reason()).unwrap();
+            // Claims success anyway: the fence must keep it out.
+            Ok(())
+        }
+    });
+    let config = test_worker_config("work", 2);
+    // No sweeper: the test sweeps the lease itself.
+    let maintenance = MaintenanceConfig {
+        sweeper: None,
+        ..test_maintenance()
+    };
+    let job_id = enqueue(&pool, NewJob::new("stuck", json!({})).with_queue("work")).await;
+    let worker = RunningWorker::start_with(&pool, registry, config, maintenance);
+    started.recv().await.unwrap();
+
+    // The job is swept and reclaimed by someone else behind the worker's back.
+    // (One transaction, so that the worker itself cannot win the reclaim.)
+    expire_lease(&pool, job_id).await.unwrap();
+    let mut tx = pool.begin().await.unwrap();
+    jobwire_core::sweep_expired_leases(&mut *tx, 10)
+        .await
+        .unwrap();
+    let other =
+        jobwire_core::claim_batch(&mut *tx, "work", "other-worker", 1, Duration::from_secs(60))
+            .await
+            .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(other.len(), 1);
+
+    assert_eq!(reasons.recv().await, Some(Some(CancelReason::LeaseLost)));
+    let report = worker.stop().await;
+    assert_eq!(report.lease_lost, 1);
+    assert_eq!(report.succeeded, 0);
+    let status = jobwire_core::job_status(&pool, job_id).await.unwrap();
+    assert_eq!(status.state, JobState::Running);
+    assert_eq!(status.lease_owner.as_deref(), Some("other-worker"));
+    jobwire_core::complete(&pool, "other-worker", other[0].lease)
+        .await
+        .unwrap();
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn an_attempt_past_its_timeout_is_cancelled_and_retried(pool: PgPool) {
+    let mut registry = HandlerRegistry::new();
+    jobwire_consumer::builtin::register_builtin_handlers(
+        &mut registry,
+        HandlerOptions {
+            timeout: Duration::from_millis(200),
+            ..fast_options()
+        },
+    );
+    let job_id = enqueue(
+        &pool,
+        NewJob::new("sleep", json!({"ms": 60_000}))
+            .with_queue("work")
+            .with_max_attempts(2),
+    )
+    .await;
+    let worker = RunningWorker::start(&pool, registry, test_worker_config("work", 2));
+    let status = wait_for_state(&pool, job_id, JobState::Failed, WAIT)
+        .await
+        .unwrap();
+    let report = worker.stop().await;
+    assert_eq!(status.last_error_code.as_deref(), Some("TIMEOUT"));
+    assert_eq!(status.attempt_count, 2);
+    assert_eq!(report.timed_out, 2);
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn shutdown_drains_short_jobs_and_releases_long_ones(pool: PgPool) {
+    let started = Arc::new(AtomicUsize::new(0));
+    let mut registry = builtin_registry();
+    let counter = started.clone();
+    registry.register("counted_sleep", move |ctx: JobContext| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        async move {
+            let ms = ctx.payload()["ms"].as_u64().unwrap();
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(ms)) => Ok(()),
+                _ = ctx.cancelled() => Err(JobError::cancelled()),
+            }
+        }
+    });
+    let short = enqueue(
+        &pool,
+        NewJob::new("counted_sleep", json!({"ms": 300})).with_queue("work"),
+    )
+    .await;
+    let long = enqueue(
+        &pool,
+        NewJob::new("counted_sleep", json!({"ms": 60_000})).with_queue("work"),
+    )
+    .await;
+    let mut config = test_worker_config("work", 4);
+    config.shutdown_timeout = Duration::from_millis(1000);
+    let worker = RunningWorker::start(&pool, registry, config);
+    wait_for_state(&pool, long, JobState::Running, WAIT)
+        .await
+        .unwrap();
+    wait_for_state(&pool, short, JobState::Running, WAIT)
+        .await
+        .unwrap();
+    assert_eq!(started.load(Ordering::SeqCst), 2);
+    let report = worker.stop().await;
+
+    let short = jobwire_core::job_status(&pool, short).await.unwrap();
+    let long = jobwire_core::job_status(&pool, long).await.unwrap();
+    assert_eq!(short.state, JobState::Succeeded, "drained");
+    assert_eq!(
+        long.state,
+        JobState::RetryWait,
+        "released, not left to lapse"
+    );
+    assert_eq!(long.last_error_code.as_deref(), Some("WORKER_SHUTDOWN"));
+    assert!(long.lease_owner.is_none());
+    assert!(
+        long.run_after <= chrono::Utc::now(),
+        "claimable again at once"
+    );
+    assert_eq!((report.succeeded, report.retried), (1, 1));
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_bulk_backlog_does_not_take_the_urgent_queues_slots(pool: PgPool) {
+    let bulk: Vec<NewJob> = (0..20)
+        .map(|_| NewJob::new("sleep", json!({"ms": 60_000})).with_queue("bulk"))
+        .collect();
+    jobwire_core::enqueue_many(&pool, &bulk).await.unwrap();
+    let mut config = test_worker_config("bulk", 2);
+    config.queues.push(QueueConfig::new("urgent", 2));
+    config.shutdown_timeout = Duration::from_millis(100);
+    let worker = RunningWorker::start(&pool, builtin_registry(), config);
+    let running_bulk = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM jobs WHERE queue = 'bulk' AND state = 'RUNNING'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    };
+    // The bulk queue fills its slots first (otherwise the urgent job could
+    // finish before the bulk claim and prove nothing).
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while running_bulk().await < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "bulk never filled its slots"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let urgent = enqueue(&pool, NewJob::new("noop", json!({})).with_queue("urgent")).await;
+    wait_for_state(&pool, urgent, JobState::Succeeded, WAIT)
+        .await
+        .unwrap();
+    assert_eq!(
+        running_bulk().await,
+        2,
+        "bulk stays within its own two slots"
+    );
+    worker.stop().await;
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn invalid_worker_settings_are_refused(pool: PgPool) {
+    let mut config = test_worker_config("work", 0);
+    let err = Worker::new(pool.clone(), builtin_registry(), config.clone())
+        .run(CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("concurrency"), "{err}");
+    config.queues = vec![QueueConfig::new("work", 1)];
+    config.runtime.lease = Duration::from_millis(10);
+    let err = Worker::new(pool, builtin_registry(), config)
+        .run(CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("lease"), "{err}");
+}

@@ -1,0 +1,2 @@
+-- The migration versions applied to this database.
+SELECT version FROM _sqlx_migrations WHERE success

@@ -1,0 +1,48 @@
+//! Operator cancel requests.
+
+use sqlx::{Acquire, Postgres};
+use uuid::Uuid;
+
+use super::admin::job_status;
+use crate::{Error, JobState, RequestCancelOutcome, Result};
+
+#[derive(sqlx::FromRow)]
+struct CancelRow {
+    before_state: JobState,
+    after_state: Option<JobState>,
+}
+
+/// Cancel a job: QUEUED / RETRY_WAIT become CANCELLED at once, RUNNING becomes
+/// CANCEL_REQUESTED (its worker cancels the handler at the next heartbeat).
+/// A finished job is [`Error::AlreadyFinished`]; an unknown one [`Error::NotFound`].
+pub async fn request_cancel<'a, A>(conn: A, job_id: Uuid) -> Result<RequestCancelOutcome>
+where
+    A: Acquire<'a, Database = Postgres>,
+{
+    let mut conn = conn.acquire().await?;
+    let row: Option<CancelRow> = sqlx::query_as(include_str!("../../sql/request_cancel.sql"))
+        .bind(job_id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    let Some(row) = row else {
+        // Not in the hot table: archived (finished) or unknown.
+        let status = job_status(&mut *conn, job_id).await?;
+        return Err(Error::AlreadyFinished {
+            job_id,
+            state: status.state,
+        });
+    };
+    let before = row.before_state;
+    match row.after_state {
+        Some(JobState::Cancelled) => Ok(RequestCancelOutcome::Cancelled),
+        Some(JobState::CancelRequested) => Ok(RequestCancelOutcome::CancelRequested),
+        Some(other) => Err(Error::Decode(format!(
+            "cancel moved job {job_id} to unexpected state {other}"
+        ))),
+        None if before == JobState::CancelRequested => Ok(RequestCancelOutcome::AlreadyRequested),
+        None => Err(Error::AlreadyFinished {
+            job_id,
+            state: before,
+        }),
+    }
+}

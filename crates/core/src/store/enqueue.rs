@@ -1,0 +1,246 @@
+//! Transactional enqueue: validation, batch insert and dedup resolution.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::{Acquire, PgConnection, Postgres};
+use uuid::Uuid;
+
+use super::MAX_PAYLOAD_BYTES;
+use crate::{EnqueuedJob, Error, JobState, NewJob, Result};
+
+/// Longest job type, queue name or dedup key accepted.
+const MAX_NAME_LEN: usize = 255;
+const MAX_DEDUP_KEY_LEN: usize = 1024;
+/// How often a batch enqueue re-reads keys that a concurrent transaction
+/// committed while it ran, before giving up with [`Error::DedupContention`].
+const DEDUP_RESOLVE_ROUNDS: usize = 3;
+
+/// Enqueue with explicit limits. [`enqueue`] and [`enqueue_many`] use the defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Enqueuer {
+    /// Largest accepted payload, serialized, in bytes.
+    pub max_payload_bytes: usize,
+}
+
+impl Default for Enqueuer {
+    fn default() -> Self {
+        Enqueuer {
+            max_payload_bytes: MAX_PAYLOAD_BYTES,
+        }
+    }
+}
+
+/// Columns of a validated batch, ready to bind as arrays.
+#[derive(Default)]
+struct EnqueueColumns {
+    job_ids: Vec<Uuid>,
+    queues: Vec<String>,
+    job_types: Vec<String>,
+    priorities: Vec<i16>,
+    payloads: Vec<Value>,
+    max_attempts: Vec<i32>,
+    run_ats: Vec<Option<DateTime<Utc>>>,
+    delays_ms: Vec<Option<i64>>,
+    dedup_keys: Vec<Option<String>>,
+}
+
+#[derive(sqlx::FromRow)]
+struct EnqueueRow {
+    ord: i64,
+    job_id: Option<Uuid>,
+    duplicate: bool,
+    state: Option<JobState>,
+    run_after: Option<DateTime<Utc>>,
+}
+
+impl Enqueuer {
+    /// Check a job before anything is written.
+    pub fn validate(&self, job: &NewJob) -> Result<()> {
+        fn name(field: &'static str, value: &str) -> Result<()> {
+            if value.trim().is_empty() {
+                return Err(Error::InvalidJob {
+                    field,
+                    reason: "must not be empty".into(),
+                });
+            }
+            if value.len() > MAX_NAME_LEN {
+                return Err(Error::InvalidJob {
+                    field,
+                    reason: format!("longer than {MAX_NAME_LEN} bytes"),
+                });
+            }
+            Ok(())
+        }
+        name("job_type", &job.job_type)?;
+        name("queue", &job.queue)?;
+        if job.max_attempts < 1 {
+            return Err(Error::InvalidJob {
+                field: "max_attempts",
+                reason: format!("must be at least 1, got {}", job.max_attempts),
+            });
+        }
+        if job.run_at.is_some() && job.delay.is_some() {
+            return Err(Error::InvalidJob {
+                field: "delay",
+                reason: "give run_at or delay, not both".into(),
+            });
+        }
+        if let Some(delay) = job.delay
+            && delay < chrono::TimeDelta::zero()
+        {
+            return Err(Error::InvalidJob {
+                field: "delay",
+                reason: format!("must not be negative, got {} ms", delay.num_milliseconds()),
+            });
+        }
+        if let Some(key) = &job.dedup_key
+            && (key.is_empty() || key.len() > MAX_DEDUP_KEY_LEN)
+        {
+            return Err(Error::InvalidJob {
+                field: "dedup_key",
+                reason: format!("must be 1 to {MAX_DEDUP_KEY_LEN} bytes"),
+            });
+        }
+        let size = serde_json::to_vec(&job.payload)
+            .map_err(|err| Error::InvalidJob {
+                field: "payload",
+                reason: err.to_string(),
+            })?
+            .len();
+        if size > self.max_payload_bytes {
+            return Err(Error::PayloadTooLarge {
+                size,
+                limit: self.max_payload_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// Enqueue one job (see [`Enqueuer::enqueue_many`]).
+    pub async fn enqueue<'a, A>(&self, conn: A, job: &NewJob) -> Result<EnqueuedJob>
+    where
+        A: Acquire<'a, Database = Postgres>,
+    {
+        let mut enqueued = self.enqueue_many(conn, std::slice::from_ref(job)).await?;
+        Ok(enqueued.remove(0))
+    }
+
+    /// Enqueue many jobs in one statement, inside the caller's transaction
+    /// when given one. The job rows and, for broker-dispatched queues, their
+    /// wake-up outbox rows are written together (by the schema's trigger):
+    /// rollback loses both, commit keeps both. Results come back in input order.
+    /// A job whose dedup key is already held comes back as that job with
+    /// `duplicate = true`. Every job is validated before anything is written.
+    pub async fn enqueue_many<'a, A>(&self, conn: A, jobs: &[NewJob]) -> Result<Vec<EnqueuedJob>>
+    where
+        A: Acquire<'a, Database = Postgres>,
+    {
+        let mut conn = conn.acquire().await?;
+        self.enqueue_many_on(&mut conn, jobs).await
+    }
+
+    /// [`Enqueuer::enqueue`] on a connection or transaction
+    /// (`&mut *tx`). Not generic, so its future is `Send` for any caller:
+    /// use it in code spawned onto a multi-threaded runtime, where the
+    /// generic form can trip the compiler's lifetime checks.
+    pub async fn enqueue_on(&self, conn: &mut PgConnection, job: &NewJob) -> Result<EnqueuedJob> {
+        let mut enqueued = self
+            .enqueue_many_on(conn, std::slice::from_ref(job))
+            .await?;
+        Ok(enqueued.remove(0))
+    }
+
+    /// [`Enqueuer::enqueue_many`] on a connection or transaction; see
+    /// [`Enqueuer::enqueue_on`].
+    pub async fn enqueue_many_on(
+        &self,
+        conn: &mut PgConnection,
+        jobs: &[NewJob],
+    ) -> Result<Vec<EnqueuedJob>> {
+        for job in jobs {
+            self.validate(job)?;
+        }
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut results: Vec<Option<EnqueuedJob>> = vec![None; jobs.len()];
+        // Indices into `jobs` still to write; after the first round only rows
+        // whose key a concurrent transaction committed mid-statement remain.
+        let mut pending: Vec<usize> = (0..jobs.len()).collect();
+        let mut job_ids: Vec<Uuid> = jobs.iter().map(|_| Uuid::now_v7()).collect();
+        for _ in 0..DEDUP_RESOLVE_ROUNDS {
+            let mut columns = EnqueueColumns::default();
+            for &index in &pending {
+                let job = &jobs[index];
+                columns.job_ids.push(job_ids[index]);
+                columns.queues.push(job.queue.clone());
+                columns.job_types.push(job.job_type.clone());
+                columns.priorities.push(job.priority);
+                columns.payloads.push(job.payload.clone());
+                columns.max_attempts.push(job.max_attempts);
+                columns.run_ats.push(job.run_at);
+                columns
+                    .delays_ms
+                    .push(job.delay.map(|delay| delay.num_milliseconds()));
+                columns.dedup_keys.push(job.dedup_key.clone());
+            }
+            let rows: Vec<EnqueueRow> = sqlx::query_as(include_str!("../../sql/enqueue_many.sql"))
+                .bind(&columns.job_ids)
+                .bind(&columns.queues)
+                .bind(&columns.job_types)
+                .bind(&columns.priorities)
+                .bind(&columns.payloads)
+                .bind(&columns.max_attempts)
+                .bind(&columns.run_ats)
+                .bind(&columns.delays_ms)
+                .bind(&columns.dedup_keys)
+                .fetch_all(&mut *conn)
+                .await?;
+            let mut unresolved = Vec::new();
+            for row in rows {
+                let index = pending[usize::try_from(row.ord - 1).expect("ordinality from 1")];
+                match (row.job_id, row.state, row.run_after) {
+                    (Some(job_id), Some(state), Some(run_after)) => {
+                        results[index] = Some(EnqueuedJob {
+                            job_id,
+                            duplicate: row.duplicate,
+                            state,
+                            run_after,
+                        });
+                    }
+                    _ => unresolved.push(index),
+                }
+            }
+            if unresolved.is_empty() {
+                return Ok(results.into_iter().map(|r| r.expect("resolved")).collect());
+            }
+            // A fresh id for the retry: the old one was never inserted.
+            for &index in &unresolved {
+                job_ids[index] = Uuid::now_v7();
+            }
+            pending = unresolved;
+        }
+        let job = &jobs[pending[0]];
+        Err(Error::DedupContention {
+            job_type: job.job_type.clone(),
+            dedup_key: job.dedup_key.clone().unwrap_or_default(),
+        })
+    }
+}
+
+/// Enqueue one job with the default limits. See [`Enqueuer::enqueue_many`].
+pub async fn enqueue<'a, A>(conn: A, job: &NewJob) -> Result<EnqueuedJob>
+where
+    A: Acquire<'a, Database = Postgres>,
+{
+    Enqueuer::default().enqueue(conn, job).await
+}
+
+/// Enqueue many jobs in one statement with the default limits.
+/// See [`Enqueuer::enqueue_many`].
+pub async fn enqueue_many<'a, A>(conn: A, jobs: &[NewJob]) -> Result<Vec<EnqueuedJob>>
+where
+    A: Acquire<'a, Database = Postgres>,
+{
+    Enqueuer::default().enqueue_many(conn, jobs).await
+}

@@ -1,0 +1,409 @@
+//! The lease lifecycle of a running job: claim, heartbeat and fenced finish.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::PgExecutor;
+use uuid::Uuid;
+
+use super::millis;
+use crate::{
+    ClaimMiss, ClaimedJob, Error, FinishOutcome, FinishResult, HeartbeatResult, JobState, Lease,
+    LeaseGeneration, Result,
+};
+
+/// Columns of a freshly claimed row.
+#[derive(sqlx::FromRow)]
+struct ClaimedRow {
+    job_id: Uuid,
+    queue: String,
+    job_type: String,
+    priority: i16,
+    payload: Value,
+    attempt_count: i32,
+    max_attempts: i32,
+    run_after: DateTime<Utc>,
+    lease_expires_at: Option<DateTime<Utc>>,
+    lease_generation: LeaseGeneration,
+    created_at: DateTime<Utc>,
+}
+
+impl ClaimedRow {
+    fn into_claimed(self) -> Result<ClaimedJob> {
+        Ok(ClaimedJob {
+            lease: Lease {
+                job_id: self.job_id,
+                generation: self.lease_generation,
+            },
+            queue: self.queue,
+            job_type: self.job_type,
+            priority: self.priority,
+            payload: self.payload,
+            attempt: self.attempt_count,
+            max_attempts: self.max_attempts,
+            lease_expires_at: self
+                .lease_expires_at
+                .ok_or_else(|| missing("a lease expiry"))?,
+            created_at: self.created_at,
+            run_after: self.run_after,
+        })
+    }
+}
+
+/// PostgreSQL-path claim: up to `limit` due jobs of `queue`, most urgent first
+/// (priority, then run_after), skipping rows other claimers hold. Each claim
+/// raises the job's generation and counts an attempt. A paused queue yields none.
+pub async fn claim_batch<'c, E: PgExecutor<'c>>(
+    executor: E,
+    queue: &str,
+    owner: &str,
+    limit: usize,
+    lease: Duration,
+) -> Result<Vec<ClaimedJob>> {
+    claim_due_for(executor, queue, Duration::ZERO, owner, limit, lease).await
+}
+
+/// The broker path's safety net: claim, straight from the table, up to
+/// `limit` jobs of `queue` that have been due for longer than `waited`
+/// (measured from `run_after`, which the reconciler does not touch) — jobs
+/// whose wake-ups the broker path lost or delayed. Same statement, order,
+/// fencing and pause rule as [`claim_batch`].
+pub async fn claim_overdue<'c, E: PgExecutor<'c>>(
+    executor: E,
+    queue: &str,
+    waited: Duration,
+    owner: &str,
+    limit: usize,
+    lease: Duration,
+) -> Result<Vec<ClaimedJob>> {
+    claim_due_for(executor, queue, waited, owner, limit, lease).await
+}
+
+async fn claim_due_for<'c, E: PgExecutor<'c>>(
+    executor: E,
+    queue: &str,
+    due_for: Duration,
+    owner: &str,
+    limit: usize,
+    lease: Duration,
+) -> Result<Vec<ClaimedJob>> {
+    let rows: Vec<ClaimedRow> = sqlx::query_as(include_str!("../../sql/claim_batch.sql"))
+        .bind(queue)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .bind(owner)
+        .bind(millis(lease))
+        .bind(millis(due_for))
+        .fetch_all(executor)
+        .await?;
+    rows.into_iter().map(ClaimedRow::into_claimed).collect()
+}
+
+/// What a wake-up claim got.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClaimByIds {
+    /// Jobs now held by the caller.
+    pub claimed: Vec<ClaimedJob>,
+    /// Requested jobs that were not claimable, and why.
+    pub missed: Vec<(Uuid, ClaimMiss)>,
+}
+
+#[derive(sqlx::FromRow)]
+struct ClaimByIdRow {
+    requested_job_id: Uuid,
+    claimed: bool,
+    seen_state: Option<JobState>,
+    seen_run_after: Option<DateTime<Utc>>,
+    seen_queue: Option<String>,
+    seen_paused: bool,
+    queue: Option<String>,
+    job_type: Option<String>,
+    priority: Option<i16>,
+    payload: Option<Value>,
+    attempt_count: Option<i32>,
+    max_attempts: Option<i32>,
+    run_after: Option<DateTime<Utc>>,
+    lease_expires_at: Option<DateTime<Utc>>,
+    lease_generation: Option<LeaseGeneration>,
+    created_at: Option<DateTime<Utc>>,
+}
+
+fn missing(column: &str) -> Error {
+    Error::Decode(format!("claimed row without {column}"))
+}
+
+/// The fenced claim a broker wake-up uses: claim exactly the named jobs that
+/// are QUEUED or RETRY_WAIT and due, belong to one of `queues` (the queues
+/// the caller serves from the topic the wake-ups came on) and whose queue is
+/// not paused, in one statement; say for each of the others why it was not
+/// claimable (unknown, held, finished, another queue's, paused, early,
+/// contended). Duplicate ids are claimed once.
+pub async fn claim_by_ids<'c, E: PgExecutor<'c>>(
+    executor: E,
+    job_ids: &[Uuid],
+    queues: &[String],
+    owner: &str,
+    lease: Duration,
+) -> Result<ClaimByIds> {
+    if job_ids.is_empty() {
+        return Ok(ClaimByIds::default());
+    }
+    let rows: Vec<ClaimByIdRow> = sqlx::query_as(include_str!("../../sql/claim_by_ids.sql"))
+        .bind(job_ids)
+        .bind(owner)
+        .bind(millis(lease))
+        .bind(queues)
+        .fetch_all(executor)
+        .await?;
+    let mut outcome = ClaimByIds::default();
+    for row in rows {
+        if row.claimed {
+            outcome.claimed.push(
+                ClaimedRow {
+                    job_id: row.requested_job_id,
+                    queue: row.queue.ok_or_else(|| missing("queue"))?,
+                    job_type: row.job_type.ok_or_else(|| missing("job_type"))?,
+                    priority: row.priority.ok_or_else(|| missing("priority"))?,
+                    payload: row.payload.ok_or_else(|| missing("payload"))?,
+                    attempt_count: row.attempt_count.ok_or_else(|| missing("attempt_count"))?,
+                    max_attempts: row.max_attempts.ok_or_else(|| missing("max_attempts"))?,
+                    run_after: row.run_after.ok_or_else(|| missing("run_after"))?,
+                    lease_expires_at: row.lease_expires_at,
+                    lease_generation: row
+                        .lease_generation
+                        .ok_or_else(|| missing("lease_generation"))?,
+                    created_at: row.created_at.ok_or_else(|| missing("created_at"))?,
+                }
+                .into_claimed()?,
+            );
+            continue;
+        }
+        let miss = match row.seen_state {
+            None => ClaimMiss::Unknown,
+            Some(state) if state.is_held() => ClaimMiss::Held,
+            Some(state) if state.is_terminal() => ClaimMiss::Finished { state },
+            Some(_) if row.seen_queue.as_ref().is_some_and(|q| !queues.contains(q)) => {
+                ClaimMiss::OtherQueue {
+                    queue: row.seen_queue.unwrap_or_default(),
+                }
+            }
+            Some(_) if row.seen_paused => ClaimMiss::Paused,
+            Some(_) => match row.seen_run_after {
+                Some(run_after) if run_after > Utc::now() => ClaimMiss::NotDue { run_after },
+                _ => ClaimMiss::Contended,
+            },
+        };
+        outcome.missed.push((row.requested_job_id, miss));
+    }
+    Ok(outcome)
+}
+
+#[derive(sqlx::FromRow)]
+struct HeartbeatRow {
+    job_id: Uuid,
+    state: JobState,
+    lease_expires_at: DateTime<Utc>,
+}
+
+/// Renew many leases held by `owner` in one statement, each fenced by its
+/// generation. Results come back in input order; a lease that was lost is
+/// [`HeartbeatResult::Fenced`]. `cancel_requested` tells the worker an
+/// operator asked to stop the job.
+pub async fn heartbeat_many<'c, E: PgExecutor<'c>>(
+    executor: E,
+    owner: &str,
+    leases: &[Lease],
+    lease: Duration,
+) -> Result<Vec<HeartbeatResult>> {
+    if leases.is_empty() {
+        return Ok(Vec::new());
+    }
+    let job_ids: Vec<Uuid> = leases.iter().map(|l| l.job_id).collect();
+    let generations: Vec<i64> = leases.iter().map(|l| l.generation.0).collect();
+    let rows: Vec<HeartbeatRow> = sqlx::query_as(include_str!("../../sql/heartbeat_many.sql"))
+        .bind(&job_ids)
+        .bind(&generations)
+        .bind(owner)
+        .bind(millis(lease))
+        .fetch_all(executor)
+        .await?;
+    let mut renewed: HashMap<Uuid, HeartbeatRow> =
+        rows.into_iter().map(|row| (row.job_id, row)).collect();
+    Ok(leases
+        .iter()
+        .map(|lease| match renewed.remove(&lease.job_id) {
+            Some(row) => HeartbeatResult::Held {
+                job_id: row.job_id,
+                cancel_requested: row.state == JobState::CancelRequested,
+                lease_expires_at: row.lease_expires_at,
+            },
+            None => HeartbeatResult::Fenced {
+                job_id: lease.job_id,
+            },
+        })
+        .collect())
+}
+
+/// Renew one lease; [`Error::Fenced`] when it was lost.
+pub async fn heartbeat<'c, E: PgExecutor<'c>>(
+    executor: E,
+    owner: &str,
+    held: Lease,
+    lease: Duration,
+) -> Result<HeartbeatResult> {
+    let mut results = heartbeat_many(executor, owner, &[held], lease).await?;
+    match results.remove(0) {
+        HeartbeatResult::Fenced { .. } => Err(fenced(owner, held)),
+        held => Ok(held),
+    }
+}
+
+fn fenced(owner: &str, lease: Lease) -> Error {
+    Error::Fenced {
+        job_id: lease.job_id,
+        owner: owner.to_owned(),
+        generation: lease.generation,
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct FinishRow {
+    job_id: Uuid,
+    state: JobState,
+    run_after: DateTime<Utc>,
+}
+
+/// Record many attempt outcomes of leases held by `owner` in one statement,
+/// each fenced by its generation (see `sql/finish_many.sql` for the state
+/// each outcome leads to). Results come back in input order.
+pub async fn finish_many<'c, E: PgExecutor<'c>>(
+    executor: E,
+    owner: &str,
+    reports: &[(Lease, FinishOutcome)],
+) -> Result<Vec<FinishResult>> {
+    if reports.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut job_ids = Vec::with_capacity(reports.len());
+    let mut generations = Vec::with_capacity(reports.len());
+    let mut kinds = Vec::with_capacity(reports.len());
+    let mut delays = Vec::with_capacity(reports.len());
+    let mut codes: Vec<Option<&str>> = Vec::with_capacity(reports.len());
+    let mut messages: Vec<Option<&str>> = Vec::with_capacity(reports.len());
+    for (lease, outcome) in reports {
+        job_ids.push(lease.job_id);
+        generations.push(lease.generation.0);
+        kinds.push(outcome.sql_kind());
+        match outcome {
+            FinishOutcome::Succeeded => {
+                delays.push(0);
+                codes.push(None);
+                messages.push(None);
+            }
+            FinishOutcome::Retry {
+                delay,
+                code,
+                message,
+            } => {
+                delays.push(millis(*delay));
+                codes.push(Some(code));
+                messages.push(Some(message));
+            }
+            FinishOutcome::Fail { code, message } => {
+                delays.push(0);
+                codes.push(Some(code));
+                messages.push(Some(message));
+            }
+            FinishOutcome::CancelAcknowledged => {
+                delays.push(0);
+                codes.push(Some("CANCELLED"));
+                messages.push(Some("cancelled while running, at an operator's request"));
+            }
+        }
+    }
+    let rows: Vec<FinishRow> = sqlx::query_as(include_str!("../../sql/finish_many.sql"))
+        .bind(&job_ids)
+        .bind(&generations)
+        .bind(&kinds)
+        .bind(&delays)
+        .bind(&codes)
+        .bind(&messages)
+        .bind(owner)
+        .fetch_all(executor)
+        .await?;
+    let mut recorded: HashMap<Uuid, FinishRow> =
+        rows.into_iter().map(|row| (row.job_id, row)).collect();
+    reports
+        .iter()
+        .map(|(lease, _)| match recorded.remove(&lease.job_id) {
+            Some(row) => Ok(FinishResult::Recorded {
+                job_id: row.job_id,
+                state: row.state,
+                run_after: row.run_after,
+            }),
+            None => Ok(FinishResult::Fenced {
+                job_id: lease.job_id,
+            }),
+        })
+        .collect()
+}
+
+async fn finish_one<'c, E: PgExecutor<'c>>(
+    executor: E,
+    owner: &str,
+    lease: Lease,
+    outcome: FinishOutcome,
+) -> Result<JobState> {
+    match finish_many(executor, owner, &[(lease, outcome)])
+        .await?
+        .remove(0)
+    {
+        FinishResult::Recorded { state, .. } => Ok(state),
+        FinishResult::Fenced { .. } => Err(fenced(owner, lease)),
+    }
+}
+
+/// Mark a held job SUCCEEDED; [`Error::Fenced`] when the lease was lost.
+pub async fn complete<'c, E: PgExecutor<'c>>(
+    executor: E,
+    owner: &str,
+    lease: Lease,
+) -> Result<JobState> {
+    finish_one(executor, owner, lease, FinishOutcome::Succeeded).await
+}
+
+/// Record a failed attempt: `retry_delay = Some(d)` makes it retryable
+/// (RETRY_WAIT after `d`, FAILED once attempts are exhausted), `None` fatal
+/// (FAILED now). Returns the new state; [`Error::Fenced`] when the lease was lost.
+pub async fn fail<'c, E: PgExecutor<'c>>(
+    executor: E,
+    owner: &str,
+    lease: Lease,
+    retry_delay: Option<Duration>,
+    code: &str,
+    message: &str,
+) -> Result<JobState> {
+    let outcome = match retry_delay {
+        Some(delay) => FinishOutcome::Retry {
+            delay,
+            code: code.to_owned(),
+            message: message.to_owned(),
+        },
+        None => FinishOutcome::Fail {
+            code: code.to_owned(),
+            message: message.to_owned(),
+        },
+    };
+    finish_one(executor, owner, lease, outcome).await
+}
+
+/// Acknowledge a cancel request (CANCEL_REQUESTED -> CANCELLED);
+/// [`Error::Fenced`] when the lease was lost or no cancel was requested.
+pub async fn acknowledge_cancel<'c, E: PgExecutor<'c>>(
+    executor: E,
+    owner: &str,
+    lease: Lease,
+) -> Result<JobState> {
+    finish_one(executor, owner, lease, FinishOutcome::CancelAcknowledged).await
+}

@@ -1,0 +1,42 @@
+//! The fenced job store: every SQL statement that moves a job, one per file in
+//! `crates/core/sql/`, each a single round trip.
+//!
+//! Functions take any sqlx executor (`&PgPool`, `&mut PgConnection`,
+//! `&mut Transaction`) so they run inside the caller's transaction; the few
+//! that may need a second statement (dedup races, error diagnosis) take an
+//! [`Acquire`](sqlx::Acquire) instead.
+
+use std::time::Duration;
+
+mod admin;
+mod cancel;
+mod enqueue;
+mod lease;
+mod maintenance;
+mod outbox;
+mod queues;
+
+pub use admin::{ReplayFilter, dead_letter_groups, job_status, replay_dead, replay_dead_job};
+pub use cancel::request_cancel;
+pub use enqueue::{Enqueuer, enqueue, enqueue_many};
+pub use lease::{
+    ClaimByIds, acknowledge_cancel, claim_batch, claim_by_ids, claim_overdue, complete, fail,
+    finish_many, heartbeat, heartbeat_many,
+};
+pub use maintenance::{
+    SideTable, archive_finished, outbox_lag, reconcile_wake_ups, sweep_expired_leases,
+    trim_side_table,
+};
+pub use outbox::{OutboxDeadGroup, OutboxReplayFilter, outbox_dead_groups, replay_outbox_dead};
+pub use queues::{queue_dispatch, resume_queue, set_queue_dispatch, set_queue_paused};
+
+/// The LISTEN/NOTIFY channel PostgreSQL-path workers listen on. The payload of
+/// each notification is the queue that has new claimable work.
+pub const WAKE_CHANNEL: &str = "jobwire_jobs";
+
+/// Default payload limit: payloads carry ids, not objects.
+pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,70 @@
+//! Per-queue settings: dispatch mode and pause.
+
+use sqlx::PgExecutor;
+
+use crate::{Dispatch, Result};
+
+/// Declare how `queue` is dispatched. Takes effect for every job that becomes
+/// claimable afterwards.
+pub async fn set_queue_dispatch<'c, E: PgExecutor<'c>>(
+    executor: E,
+    queue: &str,
+    dispatch: &Dispatch,
+) -> Result<()> {
+    let (kind, topic) = match dispatch {
+        Dispatch::Postgres => ("postgres", None),
+        Dispatch::Broker { topic } => ("broker", Some(topic.as_str())),
+    };
+    sqlx::query(include_str!("../../sql/upsert_queue.sql"))
+        .bind(queue)
+        .bind(kind)
+        .bind(topic)
+        .execute(executor)
+        .await?;
+    Ok(())
+}
+
+/// Pause (no claims, on either path) or resume a queue. Enqueue keeps
+/// working while paused. Resuming wakes the queue's waiting jobs in the same
+/// statement (see [`resume_queue`]).
+pub async fn set_queue_paused<'c, E: PgExecutor<'c>>(
+    executor: E,
+    queue: &str,
+    paused: bool,
+) -> Result<()> {
+    if !paused {
+        resume_queue(executor, queue).await?;
+        return Ok(());
+    }
+    sqlx::query(include_str!("../../sql/set_queue_paused.sql"))
+        .bind(queue)
+        .bind(paused)
+        .execute(executor)
+        .await?;
+    Ok(())
+}
+
+/// Resume `queue` and wake its waiting jobs at once: a fresh wake-up for
+/// every due job of a broker-dispatched queue (the ones that arrived while it
+/// was paused were acknowledged as misses), a NOTIFY for a PostgreSQL-path
+/// queue. Returns how many broker wake-ups were written.
+pub async fn resume_queue<'c, E: PgExecutor<'c>>(executor: E, queue: &str) -> Result<u64> {
+    let woken: i64 = sqlx::query_scalar(include_str!("../../sql/resume_queue.sql"))
+        .bind(queue)
+        .fetch_one(executor)
+        .await?;
+    Ok(u64::try_from(woken).unwrap_or(0))
+}
+
+/// How `queue` is dispatched, as the database says (no row: PostgreSQL).
+pub async fn queue_dispatch<'c, E: PgExecutor<'c>>(executor: E, queue: &str) -> Result<Dispatch> {
+    let row: Option<(String, Option<String>)> =
+        sqlx::query_as(include_str!("../../sql/queue_dispatch.sql"))
+            .bind(queue)
+            .fetch_optional(executor)
+            .await?;
+    Ok(match row {
+        Some((kind, Some(topic))) if kind == "broker" => Dispatch::Broker { topic },
+        _ => Dispatch::Postgres,
+    })
+}

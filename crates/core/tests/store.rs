@@ -1,0 +1,942 @@
+//! The fenced job store against a real PostgreSQL: every legal transition,
+//! fencing of stale workers, transactional enqueue, dedup, bad input,
+//! cancel, sweep, replay and retention.
+
+use std::time::Duration;
+
+use chrono::{TimeDelta, Utc};
+use jobwire_core::{
+    ClaimMiss, Dispatch, Error, FinishOutcome, FinishResult, HeartbeatResult, JobState, Lease,
+    LeaseGeneration, NewJob, ReplayFilter, RequestCancelOutcome,
+};
+use jobwire_test_support::{expire_lease, wake_ups_for};
+use serde_json::json;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+const LEASE: Duration = Duration::from_secs(30);
+
+async fn enqueue(pool: &PgPool, job: NewJob) -> Uuid {
+    jobwire_core::enqueue(pool, &job).await.unwrap().job_id
+}
+
+async fn claim_one(pool: &PgPool, owner: &str) -> jobwire_core::ClaimedJob {
+    let mut claimed = jobwire_core::claim_batch(pool, "default", owner, 1, LEASE)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1, "expected one claimable job");
+    claimed.remove(0)
+}
+
+async fn state(pool: &PgPool, job_id: Uuid) -> JobState {
+    jobwire_core::job_status(pool, job_id).await.unwrap().state
+}
+
+fn is_fenced<T: std::fmt::Debug>(result: jobwire_core::Result<T>) -> bool {
+    matches!(result, Err(Error::Fenced { .. }))
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn claim_then_complete(pool: PgPool) {
+    let job_id = enqueue(&pool, NewJob::new("noop", json!({"n": 1}))).await;
+    let status = jobwire_core::job_status(&pool, job_id).await.unwrap();
+    assert_eq!(
+        (status.state, status.attempt_count, status.lease_generation),
+        (JobState::Queued, 0, LeaseGeneration(0))
+    );
+
+    let claimed = claim_one(&pool, "w1").await;
+    assert_eq!(claimed.lease.job_id, job_id);
+    assert_eq!(claimed.lease.generation, LeaseGeneration(1));
+    assert_eq!(claimed.attempt, 1);
+    assert_eq!(claimed.payload, json!({"n": 1}));
+    let status = jobwire_core::job_status(&pool, job_id).await.unwrap();
+    assert_eq!(status.state, JobState::Running);
+    assert_eq!(status.lease_owner.as_deref(), Some("w1"));
+    assert!(status.lease_expires_at.unwrap() > Utc::now() + TimeDelta::seconds(20));
+
+    let new_state = jobwire_core::complete(&pool, "w1", claimed.lease)
+        .await
+        .unwrap();
+    assert_eq!(new_state, JobState::Succeeded);
+    let status = jobwire_core::job_status(&pool, job_id).await.unwrap();
+    assert_eq!(status.state, JobState::Succeeded);
+    assert!(status.lease_owner.is_none() && status.lease_expires_at.is_none());
+    assert!(status.finished_at.is_some());
+    // Completing twice is fenced: no double completion.
+    assert!(is_fenced(
+        jobwire_core::complete(&pool, "w1", claimed.lease).await
+    ));
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn retryable_failure_waits_with_backoff_then_runs_again(pool: PgPool) {
+    let job_id = enqueue(&pool, NewJob::new("flaky", json!({}))).await;
+    let first = claim_one(&pool, "w1").await;
+    let state = jobwire_core::fail(
+        &pool,
+        "w1",
+        first.lease,
+        Some(Duration::from_secs(60)),
+        "HTTP_503",
+        "upstream unavailable",
+    )
+    .await
+    .unwrap();
+    assert_eq!(state, JobState::RetryWait);
+    let status = jobwire_core::job_status(&pool, job_id).await.unwrap();
+    assert_eq!(status.last_error_code.as_deref(), Some("HTTP_503"));
+    assert_eq!(status.last_error.as_deref(), Some("upstream unavailable"));
+    let wait = status.run_after - Utc::now();
+    assert!(
+        wait > TimeDelta::seconds(55) && wait <= TimeDelta::seconds(60),
+        "{wait:?}"
+    );
+    // Not due: nothing to claim.
+    assert!(
+        jobwire_core::claim_batch(&pool, "default", "w1", 10, LEASE)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Once due, RETRY_WAIT -> RUNNING with a new generation and attempt.
+    sqlx::query("UPDATE jobs SET run_after = now() WHERE job_id = $1")
+        .bind(job_id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let second = claim_one(&pool, "w2").await;
+    assert_eq!(second.lease.generation, LeaseGeneration(2));
+    assert_eq!(second.attempt, 2);
+    jobwire_core::complete(&pool, "w2", second.lease)
+        .await
+        .unwrap();
+    let status = jobwire_core::job_status(&pool, job_id).await.unwrap();
+    assert_eq!(status.state, JobState::Succeeded);
+    // The last failure stays on the record after success.
+    assert_eq!(status.last_error_code.as_deref(), Some("HTTP_503"));
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn fatal_failure_and_exhausted_attempts_dead_letter_the_job(pool: PgPool) {
+    let fatal = enqueue(&pool, NewJob::new("a", json!({}))).await;
+    let claimed = claim_one(&pool, "w1").await;
+    assert_eq!(claimed.lease.job_id, fatal);
+    let state = jobwire_core::fail(
+        &pool,
+        "w1",
+        claimed.lease,
+        None,
+        "BAD_INPUT",
+        "no such user",
+    )
+    .await
+    .unwrap();
+    assert_eq!(state, JobState::Failed);
+
+    let exhausted = enqueue(&pool, NewJob::new("b", json!({})).with_max_attempts(2)).await;
+    for attempt in 1..=2 {
+        let claimed = claim_one(&pool, "w1").await;
+        assert_eq!(claimed.attempt, attempt);
+        let state = jobwire_core::fail(
+            &pool,
+            "w1",
+            claimed.lease,
+            Some(Duration::ZERO),
+            "FLAKY",
+            "again",
+        )
+        .await
+        .unwrap();
+        let expected = if attempt == 2 {
+            JobState::Failed
+        } else {
+            JobState::RetryWait
+        };
+        assert_eq!(state, expected);
+    }
+    let status = jobwire_core::job_status(&pool, exhausted).await.unwrap();
+    assert_eq!((status.state, status.attempt_count), (JobState::Failed, 2));
+    assert_eq!(status.last_error_code.as_deref(), Some("FLAKY"));
+
+    let groups = jobwire_core::dead_letter_groups(&pool).await.unwrap();
+    let summary: Vec<(String, Option<String>, i64)> = groups
+        .into_iter()
+        .map(|g| (g.job_type, g.last_error_code, g.jobs))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("a".into(), Some("BAD_INPUT".into()), 1),
+            ("b".into(), Some("FLAKY".into()), 1)
+        ]
+    );
+}
+
+/// The seed's timeline: A claims (g), its lease is swept, B claims (g+1); A's
+/// complete / heartbeat / fail with g are rejected and change nothing; B's
+/// succeed.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_stale_worker_is_fenced_after_its_lease_is_swept(pool: PgPool) {
+    let job_id = enqueue(&pool, NewJob::new("noop", json!({}))).await;
+    let a = claim_one(&pool, "worker-a").await;
+    expire_lease(&pool, job_id).await.unwrap();
+    let swept = jobwire_core::sweep_expired_leases(&pool, 100)
+        .await
+        .unwrap();
+    assert_eq!(swept, vec![(job_id, JobState::RetryWait)]);
+    let status = jobwire_core::job_status(&pool, job_id).await.unwrap();
+    assert_eq!(status.last_error_code.as_deref(), Some("LEASE_EXPIRED"));
+
+    let b = claim_one(&pool, "worker-b").await;
+    assert_eq!(b.lease.generation.0, a.lease.generation.0 + 1);
+    assert_eq!(b.attempt, 2, "the lost attempt counts");
+    let before = jobwire_core::job_status(&pool, job_id).await.unwrap();
+
+    assert!(is_fenced(
+        jobwire_core::heartbeat(&pool, "worker-a", a.lease, LEASE).await
+    ));
+    assert!(is_fenced(
+        jobwire_core::complete(&pool, "worker-a", a.lease).await
+    ));
+    assert!(is_fenced(
+        jobwire_core::fail(&pool, "worker-a", a.lease, None, "X", "stale").await
+    ));
+    assert!(is_fenced(
+        jobwire_core::acknowledge_cancel(&pool, "worker-a", a.lease).await
+    ));
+    let after = jobwire_core::job_status(&pool, job_id).await.unwrap();
+    assert_eq!(before, after, "a stale worker changed the row");
+
+    let renewed = jobwire_core::heartbeat(&pool, "worker-b", b.lease, LEASE)
+        .await
+        .unwrap();
+    assert!(matches!(
+        renewed,
+        HeartbeatResult::Held {
+            cancel_requested: false,
+            ..
+        }
+    ));
+    assert_eq!(
+        jobwire_core::complete(&pool, "worker-b", b.lease)
+            .await
+            .unwrap(),
+        JobState::Succeeded
+    );
+}
+
+/// Same, but one worker id reclaims its own job: only the generation differs,
+/// and it alone fences the old attempt.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn the_generation_alone_fences_a_worker_that_reclaims_its_own_job(pool: PgPool) {
+    let job_id = enqueue(&pool, NewJob::new("noop", json!({}))).await;
+    let old = claim_one(&pool, "same-worker").await;
+    expire_lease(&pool, job_id).await.unwrap();
+    jobwire_core::sweep_expired_leases(&pool, 100)
+        .await
+        .unwrap();
+    let new = claim_one(&pool, "same-worker").await;
+    assert_eq!(new.lease.job_id, old.lease.job_id);
+    assert!(new.lease.generation > old.lease.generation);
+
+    assert!(is_fenced(
+        jobwire_core::heartbeat(&pool, "same-worker", old.lease, LEASE).await
+    ));
+    assert!(is_fenced(
+        jobwire_core::fail(
+            &pool,
+            "same-worker",
+            old.lease,
+            Some(Duration::ZERO),
+            "X",
+            "old"
+        )
+        .await
+    ));
+    assert!(is_fenced(
+        jobwire_core::complete(&pool, "same-worker", old.lease).await
+    ));
+    assert_eq!(state(&pool, job_id).await, JobState::Running);
+    jobwire_core::complete(&pool, "same-worker", new.lease)
+        .await
+        .unwrap();
+    assert_eq!(state(&pool, job_id).await, JobState::Succeeded);
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_wrong_owner_is_fenced_even_with_the_right_generation(pool: PgPool) {
+    enqueue(&pool, NewJob::new("noop", json!({}))).await;
+    let claimed = claim_one(&pool, "owner").await;
+    assert!(is_fenced(
+        jobwire_core::complete(&pool, "impostor", claimed.lease).await
+    ));
+    assert!(is_fenced(
+        jobwire_core::heartbeat(&pool, "impostor", claimed.lease, LEASE).await
+    ));
+    assert_eq!(state(&pool, claimed.lease.job_id).await, JobState::Running);
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn batched_finish_records_each_outcome_and_reports_fenced_ones(pool: PgPool) {
+    let jobs: Vec<NewJob> = (0..4)
+        .map(|i| NewJob::new("noop", json!({ "i": i })).with_max_attempts(3))
+        .collect();
+    jobwire_core::enqueue_many(&pool, &jobs).await.unwrap();
+    let claimed = jobwire_core::claim_batch(&pool, "default", "w1", 10, LEASE)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 4);
+    let stale = Lease {
+        job_id: claimed[3].lease.job_id,
+        generation: LeaseGeneration(claimed[3].lease.generation.0 - 1),
+    };
+    let reports = vec![
+        (claimed[0].lease, FinishOutcome::Succeeded),
+        (
+            claimed[1].lease,
+            FinishOutcome::Retry {
+                delay: Duration::from_secs(5),
+                code: "T".into(),
+                message: "later".into(),
+            },
+        ),
+        (
+            claimed[2].lease,
+            FinishOutcome::Fail {
+                code: "F".into(),
+                message: "never".into(),
+            },
+        ),
+        (stale, FinishOutcome::Succeeded),
+    ];
+    let results = jobwire_core::finish_many(&pool, "w1", &reports)
+        .await
+        .unwrap();
+    let states: Vec<Option<JobState>> = results
+        .iter()
+        .map(|result| match result {
+            FinishResult::Recorded { state, .. } => Some(*state),
+            FinishResult::Fenced { .. } => None,
+        })
+        .collect();
+    assert_eq!(
+        states,
+        vec![
+            Some(JobState::Succeeded),
+            Some(JobState::RetryWait),
+            Some(JobState::Failed),
+            None
+        ]
+    );
+    assert_eq!(
+        state(&pool, claimed[3].lease.job_id).await,
+        JobState::Running
+    );
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn claims_take_the_most_urgent_due_jobs_first(pool: PgPool) {
+    let low = enqueue(&pool, NewJob::new("noop", json!({})).with_priority(5)).await;
+    let high = enqueue(&pool, NewJob::new("noop", json!({})).with_priority(-1)).await;
+    let later = enqueue(
+        &pool,
+        NewJob::new("noop", json!({})).with_delay(TimeDelta::seconds(60)),
+    )
+    .await;
+    let other_queue = enqueue(&pool, NewJob::new("noop", json!({})).with_queue("bulk")).await;
+    let claimed = jobwire_core::claim_batch(&pool, "default", "w1", 10, LEASE)
+        .await
+        .unwrap();
+    let ids: Vec<Uuid> = claimed.iter().map(|job| job.lease.job_id).collect();
+    assert_eq!(ids, vec![high, low]);
+    assert_eq!(state(&pool, later).await, JobState::Queued);
+    assert_eq!(state(&pool, other_queue).await, JobState::Queued);
+
+    // A paused queue yields nothing until resumed.
+    jobwire_core::set_queue_paused(&pool, "bulk", true)
+        .await
+        .unwrap();
+    assert!(
+        jobwire_core::claim_batch(&pool, "bulk", "w1", 10, LEASE)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    jobwire_core::set_queue_paused(&pool, "bulk", false)
+        .await
+        .unwrap();
+    assert_eq!(
+        jobwire_core::claim_batch(&pool, "bulk", "w1", 10, LEASE)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn claim_by_ids_claims_due_jobs_and_explains_the_rest(pool: PgPool) {
+    let ready = enqueue(&pool, NewJob::new("noop", json!({}))).await;
+    let early = enqueue(
+        &pool,
+        NewJob::new("noop", json!({})).with_delay(TimeDelta::seconds(60)),
+    )
+    .await;
+    let held = enqueue(&pool, NewJob::new("noop", json!({})).with_queue("q2")).await;
+    jobwire_core::claim_batch(&pool, "q2", "other", 1, LEASE)
+        .await
+        .unwrap();
+    let done = enqueue(&pool, NewJob::new("noop", json!({})).with_queue("q3")).await;
+    let claimed = jobwire_core::claim_batch(&pool, "q3", "other", 1, LEASE)
+        .await
+        .unwrap();
+    jobwire_core::complete(&pool, "other", claimed[0].lease)
+        .await
+        .unwrap();
+    let unknown = Uuid::now_v7();
+    // Due and queued, but of a queue this caller does not serve.
+    let elsewhere = enqueue(&pool, NewJob::new("noop", json!({})).with_queue("q4")).await;
+    // Due and queued in a served queue that is paused.
+    let paused = enqueue(&pool, NewJob::new("noop", json!({})).with_queue("p")).await;
+    jobwire_core::set_queue_paused(&pool, "p", true)
+        .await
+        .unwrap();
+    let served = ["default".to_owned(), "p".to_owned()];
+
+    // `ready` twice: a duplicate wake-up in the same batch claims once.
+    let outcome = jobwire_core::claim_by_ids(
+        &pool,
+        &[ready, ready, early, held, done, unknown, elsewhere, paused],
+        &served,
+        "me",
+        LEASE,
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome.claimed.len(), 1);
+    assert_eq!(outcome.claimed[0].lease.job_id, ready);
+    assert_eq!(outcome.claimed[0].attempt, 1);
+    let mut missed = outcome.missed.clone();
+    missed.sort_by_key(|(id, _)| *id);
+    let reasons: Vec<(Uuid, &str)> = missed
+        .iter()
+        .map(|(id, miss)| (*id, miss.label()))
+        .collect();
+    let mut expected = vec![
+        (early, "not_due"),
+        (held, "held"),
+        (done, "finished"),
+        (unknown, "unknown"),
+        (elsewhere, "other_queue"),
+        (paused, "paused"),
+    ];
+    expected.sort_by_key(|(id, _)| *id);
+    assert_eq!(reasons, expected);
+    assert!(outcome.missed.iter().any(|(id, miss)| *id == done
+        && *miss
+            == ClaimMiss::Finished {
+                state: JobState::Succeeded
+            }));
+
+    // A second wake-up for the same job finds it held.
+    let again = jobwire_core::claim_by_ids(&pool, &[ready], &served, "me", LEASE)
+        .await
+        .unwrap();
+    assert!(again.claimed.is_empty());
+    assert_eq!(again.missed, vec![(ready, ClaimMiss::Held)]);
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn enqueue_lives_and_dies_with_the_callers_transaction(pool: PgPool) {
+    sqlx::query("CREATE TABLE orders (id uuid PRIMARY KEY)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    // A broker-dispatched queue, so enqueue also writes a wake-up outbox row.
+    jobwire_core::set_queue_dispatch(
+        &pool,
+        "webhooks",
+        &Dispatch::Broker {
+            topic: "jobwire.webhooks".into(),
+        },
+    )
+    .await
+    .unwrap();
+
+    for commit in [false, true] {
+        let order = Uuid::now_v7();
+        let mut tx = pool.begin().await.unwrap();
+        sqlx::query("INSERT INTO orders (id) VALUES ($1)")
+            .bind(order)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        let job = jobwire_core::enqueue(
+            &mut *tx,
+            &NewJob::new("send_webhook", json!({ "order": order })).with_queue("webhooks"),
+        )
+        .await
+        .unwrap();
+        if commit {
+            tx.commit().await.unwrap();
+        } else {
+            tx.rollback().await.unwrap();
+        }
+        let orders: i64 = sqlx::query_scalar("SELECT count(*) FROM orders WHERE id = $1")
+            .bind(order)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        let job_exists = jobwire_core::job_status(&pool, job.job_id).await.is_ok();
+        let wake_ups = wake_ups_for(&pool, job.job_id).await.unwrap();
+        let expected = if commit { (1, true, 1) } else { (0, false, 0) };
+        assert_eq!(
+            (orders, job_exists, wake_ups),
+            expected,
+            "commit = {commit}"
+        );
+    }
+
+    // The wake-up carries the job id, generation hint and topic.
+    let (topic, key, payload): (String, String, serde_json::Value) =
+        sqlx::query_as("SELECT topic, message_key, payload FROM job_outbox")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(topic, "jobwire.webhooks");
+    assert_eq!(payload["job_id"].as_str(), Some(key.as_str()));
+    assert_eq!(payload["generation"], json!(0));
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn postgres_path_queues_write_no_outbox_rows(pool: PgPool) {
+    let job_id = enqueue(&pool, NewJob::new("noop", json!({}))).await;
+    assert_eq!(wake_ups_for(&pool, job_id).await.unwrap(), 0);
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn becoming_claimable_again_writes_a_wake_up_with_its_run_after(pool: PgPool) {
+    jobwire_core::set_queue_dispatch(
+        &pool,
+        "default",
+        &Dispatch::Broker {
+            topic: "jobs".into(),
+        },
+    )
+    .await
+    .unwrap();
+    let job_id = enqueue(&pool, NewJob::new("noop", json!({}))).await;
+    let claimed = claim_one(&pool, "w1").await;
+    jobwire_core::fail(
+        &pool,
+        "w1",
+        claimed.lease,
+        Some(Duration::from_secs(30)),
+        "E",
+        "retry me",
+    )
+    .await
+    .unwrap();
+    let (available_at, generation): (chrono::DateTime<Utc>, serde_json::Value) = sqlx::query_as(
+        "SELECT available_at, payload->'generation' FROM job_outbox ORDER BY id DESC LIMIT 1",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let status = jobwire_core::job_status(&pool, job_id).await.unwrap();
+    assert_eq!(
+        available_at, status.run_after,
+        "wake-up is due when the retry is"
+    );
+    assert_eq!(generation, json!(1));
+    assert_eq!(wake_ups_for(&pool, job_id).await.unwrap(), 2);
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn the_same_dedup_key_twice_yields_one_job(pool: PgPool) {
+    let job =
+        NewJob::new("digest", json!({"day": "2026-11-29"})).with_dedup_key("digest-2026-11-29");
+    let first = jobwire_core::enqueue(&pool, &job).await.unwrap();
+    let second = jobwire_core::enqueue(&pool, &job).await.unwrap();
+    assert!(!first.duplicate);
+    assert!(second.duplicate);
+    assert_eq!(first.job_id, second.job_id);
+
+    // Inside one batch, and mixed with new keys.
+    let batch = vec![
+        NewJob::new("digest", json!({})).with_dedup_key("k-new"),
+        NewJob::new("digest", json!({})).with_dedup_key("k-new"),
+        job.clone(),
+        NewJob::new("digest", json!({})),
+    ];
+    let results = jobwire_core::enqueue_many(&pool, &batch).await.unwrap();
+    let duplicates: Vec<bool> = results.iter().map(|r| r.duplicate).collect();
+    assert_eq!(duplicates, vec![false, true, true, false]);
+    assert_eq!(results[0].job_id, results[1].job_id);
+    assert_eq!(results[2].job_id, first.job_id);
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(count, 3);
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn bad_input_is_rejected_before_anything_is_written(pool: PgPool) {
+    let big = "x".repeat(jobwire_core::MAX_PAYLOAD_BYTES);
+    let cases: Vec<(NewJob, &str)> = vec![
+        (
+            NewJob::new("noop", json!({ "blob": big })),
+            "PAYLOAD_TOO_LARGE",
+        ),
+        (NewJob::new("", json!({})), "INVALID_JOB"),
+        (NewJob::new("   ", json!({})), "INVALID_JOB"),
+        (NewJob::new("noop", json!({})).with_queue(""), "INVALID_JOB"),
+        (
+            NewJob::new("noop", json!({})).with_delay(TimeDelta::milliseconds(-1)),
+            "INVALID_JOB",
+        ),
+        (
+            NewJob::new("noop", json!({})).with_max_attempts(0),
+            "INVALID_JOB",
+        ),
+        (
+            NewJob::new("noop", json!({}))
+                .with_delay(TimeDelta::seconds(1))
+                .with_run_at(Utc::now()),
+            "INVALID_JOB",
+        ),
+        (
+            NewJob::new("noop", json!({})).with_dedup_key(""),
+            "INVALID_JOB",
+        ),
+    ];
+    for (job, code) in cases {
+        let err = jobwire_core::enqueue(&pool, &job).await.unwrap_err();
+        assert_eq!(err.code(), code, "{job:?}: {err}");
+    }
+    // One bad job in a batch rejects the whole batch, writing nothing.
+    let batch = vec![NewJob::new("noop", json!({})), NewJob::new("", json!({}))];
+    assert!(jobwire_core::enqueue_many(&pool, &batch).await.is_err());
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(count, 0);
+
+    // The limit is configurable; the error names both sizes.
+    let small = jobwire_core::Enqueuer {
+        max_payload_bytes: 16,
+    };
+    let err = small
+        .enqueue(
+            &pool,
+            &NewJob::new("noop", json!({"k": "0123456789abcdef"})),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::PayloadTooLarge { limit: 16, .. }),
+        "{err}"
+    );
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn cancel_each_kind_of_job(pool: PgPool) {
+    // Queued: CANCELLED at once, never claimed.
+    let queued = enqueue(&pool, NewJob::new("noop", json!({})).with_queue("q1")).await;
+    assert_eq!(
+        jobwire_core::request_cancel(&pool, queued).await.unwrap(),
+        RequestCancelOutcome::Cancelled
+    );
+    assert_eq!(state(&pool, queued).await, JobState::Cancelled);
+    assert!(
+        jobwire_core::claim_batch(&pool, "q1", "w1", 10, LEASE)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Running: CANCEL_REQUESTED, seen by the holder's heartbeat, acknowledged.
+    let running = enqueue(&pool, NewJob::new("noop", json!({}))).await;
+    let claimed = claim_one(&pool, "w1").await;
+    assert_eq!(
+        jobwire_core::request_cancel(&pool, running).await.unwrap(),
+        RequestCancelOutcome::CancelRequested
+    );
+    assert_eq!(
+        jobwire_core::request_cancel(&pool, running).await.unwrap(),
+        RequestCancelOutcome::AlreadyRequested
+    );
+    let beat = jobwire_core::heartbeat(&pool, "w1", claimed.lease, LEASE)
+        .await
+        .unwrap();
+    assert!(matches!(
+        beat,
+        HeartbeatResult::Held {
+            cancel_requested: true,
+            ..
+        }
+    ));
+    assert_eq!(
+        jobwire_core::acknowledge_cancel(&pool, "w1", claimed.lease)
+            .await
+            .unwrap(),
+        JobState::Cancelled
+    );
+
+    // Finished: a clear error, nothing changes.
+    let err = jobwire_core::request_cancel(&pool, running)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::AlreadyFinished {
+                state: JobState::Cancelled,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = jobwire_core::request_cancel(&pool, Uuid::now_v7())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "NOT_FOUND");
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_cancel_request_on_a_running_job_wins_over_a_retry(pool: PgPool) {
+    enqueue(&pool, NewJob::new("noop", json!({}))).await;
+    let claimed = claim_one(&pool, "w1").await;
+    jobwire_core::request_cancel(&pool, claimed.lease.job_id)
+        .await
+        .unwrap();
+    // The handler failed before it saw the request: the job is still cancelled.
+    let state = jobwire_core::fail(
+        &pool,
+        "w1",
+        claimed.lease,
+        Some(Duration::ZERO),
+        "E",
+        "failed meanwhile",
+    )
+    .await
+    .unwrap();
+    assert_eq!(state, JobState::Cancelled);
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn acknowledging_a_cancel_nobody_requested_is_rejected(pool: PgPool) {
+    enqueue(&pool, NewJob::new("noop", json!({}))).await;
+    let claimed = claim_one(&pool, "w1").await;
+    assert!(is_fenced(
+        jobwire_core::acknowledge_cancel(&pool, "w1", claimed.lease).await
+    ));
+    assert_eq!(state(&pool, claimed.lease.job_id).await, JobState::Running);
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn the_sweeper_returns_expired_leases_by_the_lifecycle(pool: PgPool) {
+    let retry = enqueue(&pool, NewJob::new("a", json!({})).with_queue("q1")).await;
+    let exhausted = enqueue(
+        &pool,
+        NewJob::new("b", json!({}))
+            .with_queue("q2")
+            .with_max_attempts(1),
+    )
+    .await;
+    let cancelling = enqueue(&pool, NewJob::new("c", json!({})).with_queue("q3")).await;
+    let healthy = enqueue(&pool, NewJob::new("d", json!({})).with_queue("q4")).await;
+    for queue in ["q1", "q2", "q3", "q4"] {
+        jobwire_core::claim_batch(&pool, queue, "w1", 1, LEASE)
+            .await
+            .unwrap();
+    }
+    jobwire_core::request_cancel(&pool, cancelling)
+        .await
+        .unwrap();
+    for job_id in [retry, exhausted, cancelling] {
+        expire_lease(&pool, job_id).await.unwrap();
+    }
+    let mut swept = jobwire_core::sweep_expired_leases(&pool, 100)
+        .await
+        .unwrap();
+    swept.sort_by_key(|(id, _)| *id);
+    let mut expected = vec![
+        (retry, JobState::RetryWait),
+        (exhausted, JobState::Failed),
+        (cancelling, JobState::Cancelled),
+    ];
+    expected.sort_by_key(|(id, _)| *id);
+    assert_eq!(swept, expected);
+    assert_eq!(state(&pool, healthy).await, JobState::Running);
+    // A second sweep finds nothing.
+    assert!(
+        jobwire_core::sweep_expired_leases(&pool, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn replay_brings_dead_letters_back_audited(pool: PgPool) {
+    let mut failed = Vec::new();
+    for code in ["E1", "E1", "E2"] {
+        let job_id = enqueue(&pool, NewJob::new("export", json!({})).with_max_attempts(1)).await;
+        let claimed = claim_one(&pool, "w1").await;
+        jobwire_core::fail(&pool, "w1", claimed.lease, None, code, "boom")
+            .await
+            .unwrap();
+        failed.push(job_id);
+    }
+    // Only FAILED jobs can be replayed.
+    let queued = enqueue(&pool, NewJob::new("export", json!({})).with_queue("other")).await;
+    let err = jobwire_core::replay_dead_job(&pool, queued, "ops", "try")
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "WRONG_STATE");
+
+    // A group by type and error code.
+    let filter = ReplayFilter {
+        job_type: Some("export".into()),
+        error_code: Some("E1".into()),
+        ..ReplayFilter::default()
+    };
+    let mut replayed = jobwire_core::replay_dead(&pool, &filter, "ops", "upstream fixed")
+        .await
+        .unwrap();
+    replayed.sort();
+    let mut expected = failed[..2].to_vec();
+    expected.sort();
+    assert_eq!(replayed, expected);
+    for job_id in &failed[..2] {
+        let status = jobwire_core::job_status(&pool, *job_id).await.unwrap();
+        assert_eq!((status.state, status.attempt_count), (JobState::Queued, 0));
+        assert!(status.finished_at.is_none());
+    }
+    // One by id.
+    jobwire_core::replay_dead_job(&pool, failed[2], "ops", "one more")
+        .await
+        .unwrap();
+    assert_eq!(state(&pool, failed[2]).await, JobState::Queued);
+
+    let audit: Vec<(Uuid, String, String, Option<String>)> =
+        sqlx::query_as("SELECT job_id, action, actor, reason FROM job_audit ORDER BY id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(audit.len(), 3);
+    assert!(
+        audit
+            .iter()
+            .all(|(_, action, actor, _)| action == "replay" && actor == "ops")
+    );
+    assert_eq!(audit[2].0, failed[2]);
+    assert_eq!(audit[2].3.as_deref(), Some("one more"));
+
+    // A replayed job runs again with a higher generation than ever before.
+    let claimed = jobwire_core::claim_batch(&pool, "default", "w2", 10, LEASE)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 3);
+    assert!(
+        claimed
+            .iter()
+            .all(|job| job.attempt == 1 && job.lease.generation.0 == 2)
+    );
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn retention_moves_finished_jobs_to_history_in_batches(pool: PgPool) {
+    let jobs: Vec<NewJob> = (0..5)
+        .map(|i| NewJob::new("noop", json!({ "i": i })))
+        .collect();
+    let enqueued = jobwire_core::enqueue_many(&pool, &jobs).await.unwrap();
+    let claimed = jobwire_core::claim_batch(&pool, "default", "w1", 5, LEASE)
+        .await
+        .unwrap();
+    let reports: Vec<(Lease, FinishOutcome)> = claimed
+        .iter()
+        .take(4)
+        .map(|job| (job.lease, FinishOutcome::Succeeded))
+        .collect();
+    jobwire_core::finish_many(&pool, "w1", &reports)
+        .await
+        .unwrap();
+
+    // Nothing is old enough yet.
+    let keep = Duration::from_secs(3600);
+    assert_eq!(
+        jobwire_core::archive_finished(&pool, keep, keep, 100)
+            .await
+            .unwrap(),
+        0
+    );
+    // With zero retention, batches of 3 then 1; the running job stays.
+    assert_eq!(
+        jobwire_core::archive_finished(&pool, Duration::ZERO, keep, 3)
+            .await
+            .unwrap(),
+        3
+    );
+    assert_eq!(
+        jobwire_core::archive_finished(&pool, Duration::ZERO, keep, 3)
+            .await
+            .unwrap(),
+        1
+    );
+    let hot: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(hot, 1);
+    // Archived jobs are still visible through status.
+    let archived = jobwire_core::job_status(&pool, reports[0].0.job_id)
+        .await
+        .unwrap();
+    assert!(archived.archived);
+    assert_eq!(archived.state, JobState::Succeeded);
+    assert_eq!(enqueued.len(), 5);
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn waiting_jobs_cancel_at_once_and_finished_work_is_recorded_as_done(pool: PgPool) {
+    // RETRY_WAIT -> CANCELLED.
+    let waiting = enqueue(&pool, NewJob::new("noop", json!({})).with_queue("q1")).await;
+    let claimed = jobwire_core::claim_batch(&pool, "q1", "w1", 1, LEASE)
+        .await
+        .unwrap();
+    jobwire_core::fail(
+        &pool,
+        "w1",
+        claimed[0].lease,
+        Some(Duration::from_secs(60)),
+        "E",
+        "later",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        jobwire_core::request_cancel(&pool, waiting).await.unwrap(),
+        RequestCancelOutcome::Cancelled
+    );
+    assert_eq!(state(&pool, waiting).await, JobState::Cancelled);
+
+    // CANCEL_REQUESTED -> SUCCEEDED: the handler finished before it saw the
+    // request, and the record says what really happened.
+    let done = enqueue(&pool, NewJob::new("noop", json!({})).with_queue("q2")).await;
+    let claimed = jobwire_core::claim_batch(&pool, "q2", "w1", 1, LEASE)
+        .await
+        .unwrap();
+    jobwire_core::request_cancel(&pool, done).await.unwrap();
+    assert_eq!(
+        jobwire_core::complete(&pool, "w1", claimed[0].lease)
+            .await
+            .unwrap(),
+        JobState::Succeeded
+    );
+}

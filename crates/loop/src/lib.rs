@@ -1,0 +1,33 @@
+//! jobwire-loop: the plumbing every long-running jobwire loop shares, so
+//! that the worker, the relay and the maintenance loops wait, back off and
+//! listen the same way.
+//!
+//! - [`Backoff`]: capped exponential delay `min(max, base·2^(n−1))` plus an
+//!   additive jitter — job retries and outbox row retries;
+//! - [`Pause`]: the same curve as a loop's state, for "something failed, wait
+//!   before trying again" (doubles per failure, resets on success);
+//! - [`jittered`]: spread a fixed interval so many processes do not poll in
+//!   lockstep;
+//! - [`sleep`] and [`sleep_or_notified`]: sleeps that end early on shutdown
+//!   (and on a wake-up);
+//! - [`listen`]: LISTEN on a channel with reconnects, reporting when
+//!   notifications may have been lost;
+//! - [`InvalidSetting`]: the typed error every `Config::validate` returns.
+//!
+//! This crate is a leaf: it knows nothing of jobs or outboxes, so the relay
+//! can use it without depending on the job store.
+#![warn(missing_docs)]
+
+mod backoff;
+mod jitter;
+mod listen;
+mod pause;
+mod setting;
+mod sleep;
+
+pub use backoff::Backoff;
+pub use jitter::{POLL_SPREAD, jittered};
+pub use listen::{ListenEvent, listen};
+pub use pause::Pause;
+pub use setting::InvalidSetting;
+pub use sleep::{Wait, sleep, sleep_or_notified};

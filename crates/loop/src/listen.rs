@@ -1,0 +1,80 @@
+//! LISTEN on a PostgreSQL channel for as long as a loop runs, reconnecting
+//! after failures. Notifications are hints ("check now"): whenever some may
+//! have been lost, the caller is told so it can check everything once.
+
+use sqlx::PgPool;
+use sqlx::postgres::PgListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::{Pause, sleep};
+
+/// What [`listen`] reports to its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListenEvent<'a> {
+    /// A notification arrived with this payload.
+    Notification(&'a str),
+    /// Notifications may have been missed (the listener just started, or
+    /// reconnected after the connection dropped): check everything once.
+    MayHaveMissed,
+}
+
+/// LISTEN on `channel` until `stop`, calling `on_event` for each
+/// notification and whenever notifications may have been missed. A
+/// connection that cannot be opened, or a LISTEN that fails, is retried
+/// after a [`Pause`]; the callers meanwhile rely on their poll fallback.
+pub async fn listen(
+    pool: PgPool,
+    channel: &str,
+    stop: CancellationToken,
+    mut on_event: impl FnMut(ListenEvent<'_>),
+) {
+    let mut pause = Pause::standard();
+    loop {
+        let mut listener = match PgListener::connect_with(&pool).await {
+            Ok(listener) => listener,
+            Err(err) => {
+                tracing::warn!(%channel, error = %err, "cannot open a LISTEN connection; polling meanwhile");
+                if sleep(pause.next_after_failure(), &stop)
+                    .await
+                    .is_cancelled()
+                {
+                    return;
+                }
+                continue;
+            }
+        };
+        if let Err(err) = listener.listen(channel).await {
+            tracing::warn!(%channel, error = %err, "LISTEN failed; retrying");
+            if sleep(pause.next_after_failure(), &stop)
+                .await
+                .is_cancelled()
+            {
+                return;
+            }
+            continue;
+        }
+        pause.reset();
+        // Anything sent while we were not listening is only visible to a
+        // check of the table.
+        on_event(ListenEvent::MayHaveMissed);
+        loop {
+            let next = tokio::select! {
+                next = listener.try_recv() => next,
+                _ = stop.cancelled() => return,
+            };
+            match next {
+                Ok(Some(notification)) => {
+                    on_event(ListenEvent::Notification(notification.payload()));
+                }
+                // The connection dropped; the next try_recv reconnects.
+                // Notifications sent meanwhile are lost.
+                Ok(None) => on_event(ListenEvent::MayHaveMissed),
+                Err(err) => {
+                    tracing::warn!(%channel, error = %err, "LISTEN connection failed; reconnecting");
+                    on_event(ListenEvent::MayHaveMissed);
+                    break;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! One relay pass: claim due outbox rows, publish them, settle the results
+//! (delete, retry later, or move aside to `job_outbox_dead`).
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use jobwire_transport::{Envelope, Headers, PublishError, header};
+use sqlx::PgConnection;
+
+use crate::{KeyOrdering, Relay, RelayError, RelayStats, TopicLane};
+
+/// What one pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PassOutcome {
+    /// Rows claimed.
+    pub claimed: usize,
+    /// Rows published (and deleted).
+    pub published: usize,
+    /// Rows whose attempt failed (still in the outbox, or moved aside).
+    pub failed: usize,
+    /// Rows moved aside.
+    pub moved_aside: usize,
+    /// Every claimed row failed as unavailable: the broker is down.
+    pub broker_down: bool,
+}
+
+#[derive(sqlx::FromRow)]
+struct OutboxRow {
+    id: i64,
+    topic: String,
+    message_key: Option<String>,
+    payload: String,
+    headers: serde_json::Value,
+    attempts: i32,
+}
+
+impl Relay {
+    fn envelope(&self, row: &OutboxRow) -> Envelope {
+        let mut headers = Headers::new();
+        if let serde_json::Value::Object(map) = &row.headers {
+            for (name, value) in map {
+                let text = match value {
+                    serde_json::Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                };
+                headers.insert(name.clone(), text);
+            }
+        }
+        headers
+            .entry(header::CONTENT_TYPE.into())
+            .or_insert_with(|| "application/json".into());
+        headers.insert(header::OUTBOX_ID.into(), row.id.to_string());
+        Envelope {
+            outbox_id: row.id,
+            topic: self.config.topics.destination(&row.topic),
+            key: row.message_key.clone(),
+            payload: row.payload.clone().into_bytes(),
+            headers,
+        }
+    }
+
+    /// One pass over the rows due now (in `shards` when ordering by key).
+    pub(crate) async fn pass(&self, shards: Option<&[i64]>) -> Result<PassOutcome, RelayError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(include_str!("../sql/idle_in_transaction_timeout.sql"))
+            .bind(format!(
+                "{}ms",
+                self.config.idle_in_transaction_timeout.as_millis()
+            ))
+            .execute(&mut *tx)
+            .await?;
+        let rows: Vec<OutboxRow> = match (shards, self.config.ordering) {
+            (Some(held), KeyOrdering::PerKey { shards }) => {
+                sqlx::query_as(include_str!("../sql/claim_due_ordered.sql"))
+                    .bind(self.config.batch_size as i64)
+                    .bind(i64::from(shards))
+                    .bind(held)
+                    .fetch_all(&mut *tx)
+                    .await?
+            }
+            _ => {
+                let batch = self.config.batch_size as i64;
+                match &self.config.lane {
+                    TopicLane::All => {
+                        sqlx::query_as(include_str!("../sql/claim_due.sql"))
+                            .bind(batch)
+                            .fetch_all(&mut *tx)
+                            .await?
+                    }
+                    TopicLane::Only(topics) => {
+                        sqlx::query_as(include_str!("../sql/claim_due_only.sql"))
+                            .bind(batch)
+                            .bind(topics)
+                            .fetch_all(&mut *tx)
+                            .await?
+                    }
+                    TopicLane::Except(topics) => {
+                        sqlx::query_as(include_str!("../sql/claim_due_except.sql"))
+                            .bind(batch)
+                            .bind(topics)
+                            .fetch_all(&mut *tx)
+                            .await?
+                    }
+                }
+            }
+        };
+        if rows.is_empty() {
+            tx.commit().await?;
+            return Ok(PassOutcome::default());
+        }
+        let envelopes: Vec<Envelope> = rows.iter().map(|row| self.envelope(row)).collect();
+        let results = self.transport.publish(&envelopes).await;
+        let outcome = self.settle(&mut tx, &rows, results).await?;
+        tx.commit().await?;
+
+        self.stats.passes.fetch_add(1, Ordering::Relaxed);
+        RelayStats::add(&self.stats.published, outcome.published);
+        self.stats
+            .largest_batch
+            .fetch_max(outcome.published as u64, Ordering::Relaxed);
+        if outcome.broker_down {
+            self.stats.broker_down.fetch_add(1, Ordering::Relaxed);
+        } else {
+            RelayStats::add(&self.stats.failed_attempts, outcome.failed);
+            RelayStats::add(&self.stats.moved_aside, outcome.moved_aside);
+        }
+        tracing::debug!(
+            claimed = outcome.claimed,
+            published = outcome.published,
+            failed = outcome.failed,
+            moved_aside = outcome.moved_aside,
+            "relay pass"
+        );
+        Ok(outcome)
+    }
+
+    /// Turn publish results into deletes, failure counts and moves, inside
+    /// the pass's transaction.
+    async fn settle(
+        &self,
+        tx: &mut PgConnection,
+        rows: &[OutboxRow],
+        results: Vec<Result<(), PublishError>>,
+    ) -> Result<PassOutcome, RelayError> {
+        let mut outcome = PassOutcome {
+            claimed: rows.len(),
+            ..PassOutcome::default()
+        };
+        let broker_down = results
+            .iter()
+            .all(|result| matches!(result, Err(PublishError::Unavailable(_))));
+        let ordered = matches!(self.config.ordering, KeyOrdering::PerKey { .. });
+        let mut held_back_keys: HashSet<Option<&str>> = HashSet::new();
+        let mut published = Vec::new();
+        let (mut failed_ids, mut failed_errors, mut failed_delays) =
+            (Vec::new(), Vec::new(), Vec::new());
+        let (mut dead_ids, mut dead_errors) = (Vec::new(), Vec::new());
+        for (row, result) in rows.iter().zip(results) {
+            let key = row.message_key.as_deref();
+            match result {
+                Ok(()) if ordered && held_back_keys.contains(&key) => {
+                    // An earlier row of this key failed: publish this one
+                    // again after it, to keep the key's order.
+                }
+                Ok(()) => published.push(row.id),
+                Err(err) => {
+                    outcome.failed += 1;
+                    if ordered {
+                        held_back_keys.insert(key);
+                    }
+                    if broker_down {
+                        continue; // an outage is no row's fault
+                    }
+                    let error = err.to_string();
+                    tracing::warn!(outbox_id = row.id, topic = %row.topic, attempt = row.attempts + 1, %error, "publish failed");
+                    if row.attempts + 1 >= self.config.max_attempts {
+                        dead_ids.push(row.id);
+                        dead_errors.push(error);
+                    } else {
+                        failed_ids.push(row.id);
+                        failed_errors.push(error);
+                        failed_delays.push(if ordered {
+                            0
+                        } else {
+                            self.retry_delay(row.attempts + 1).as_millis() as i64
+                        });
+                    }
+                }
+            }
+        }
+        outcome.broker_down = broker_down;
+        outcome.published = published.len();
+        outcome.moved_aside = dead_ids.len();
+        if !published.is_empty() {
+            sqlx::query(include_str!("../sql/delete_published.sql"))
+                .bind(&published)
+                .execute(&mut *tx)
+                .await?;
+        }
+        if !failed_ids.is_empty() {
+            sqlx::query(include_str!("../sql/record_failures.sql"))
+                .bind(&failed_ids)
+                .bind(&failed_errors)
+                .bind(&failed_delays)
+                .execute(&mut *tx)
+                .await?;
+        }
+        if !dead_ids.is_empty() {
+            tracing::error!(rows = ?dead_ids, "outbox rows moved aside to job_outbox_dead after repeated failures");
+            sqlx::query(include_str!("../sql/move_aside.sql"))
+                .bind(&dead_ids)
+                .bind(&dead_errors)
+                .execute(&mut *tx)
+                .await?;
+        }
+        Ok(outcome)
+    }
+
+    /// How long a row waits after its `attempt`-th failure.
+    fn retry_delay(&self, attempt: i32) -> Duration {
+        jobwire_loop::Backoff {
+            base: self.config.min_backoff,
+            max: self.config.max_backoff,
+            jitter_ratio: 0.0,
+        }
+        .capped_delay(attempt.max(1) as u32)
+    }
+}

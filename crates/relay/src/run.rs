@@ -1,0 +1,210 @@
+//! The `Relay` type and its loop: drain tasks, waiting and back-off.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use jobwire_loop::{POLL_SPREAD, Pause, jittered, sleep, sleep_or_notified};
+use jobwire_transport::Transport;
+use sqlx::PgPool;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+#[cfg(doc)]
+use crate::OUTBOX_CHANNEL;
+use crate::listen::listen;
+use crate::shards::hold_shards;
+use crate::{
+    KeyOrdering, PassOutcome, RelayConfig, RelayError, RelayReport, RelayStats, TopicLane,
+};
+
+/// Drains `job_outbox` into a [`Transport`].
+pub struct Relay {
+    pub(crate) pool: PgPool,
+    pub(crate) transport: Arc<dyn Transport>,
+    pub(crate) config: RelayConfig,
+    pub(crate) stats: Arc<RelayStats>,
+}
+
+impl Relay {
+    /// A relay; nothing runs until [`Relay::run`] or [`Relay::drain_once`].
+    pub fn new(pool: PgPool, transport: Arc<dyn Transport>, config: RelayConfig) -> Self {
+        Relay {
+            pool,
+            transport,
+            config,
+            stats: Arc::new(RelayStats::default()),
+        }
+    }
+
+    /// Live counters.
+    pub fn stats(&self) -> Arc<RelayStats> {
+        self.stats.clone()
+    }
+
+    /// Publish everything due now, pass after pass, until a pass comes back
+    /// short or the broker is down. (Unordered mode; for tests and tools.)
+    pub async fn drain_once(&self) -> Result<PassOutcome, RelayError> {
+        let mut total = PassOutcome::default();
+        loop {
+            let outcome = self.pass(None).await?;
+            total.claimed += outcome.claimed;
+            total.published += outcome.published;
+            total.failed += outcome.failed;
+            total.moved_aside += outcome.moved_aside;
+            total.broker_down |= outcome.broker_down;
+            if outcome.claimed < self.config.batch_size || outcome.broker_down {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Run until `shutdown`: drain tasks woken by NOTIFY on
+    /// [`OUTBOX_CHANNEL`], a jittered poll and the next row's due time.
+    /// Returns the final counters. A pass in progress when `shutdown` fires
+    /// completes (its publish is already under way).
+    pub async fn run(self, shutdown: CancellationToken) -> Result<RelayReport, RelayError> {
+        self.config.validate()?;
+        let relay = Arc::new(self);
+        let wake = Arc::new(tokio::sync::Notify::new());
+        let mut tasks = JoinSet::new();
+        tasks.spawn(listen(relay.pool.clone(), wake.clone(), shutdown.clone()));
+        match relay.config.ordering {
+            KeyOrdering::Unordered => {
+                for _ in 0..relay.config.concurrency {
+                    tasks.spawn(
+                        relay
+                            .clone()
+                            .drain_loop(wake.clone(), shutdown.clone(), None),
+                    );
+                }
+            }
+            KeyOrdering::PerKey { shards } => {
+                let held = Arc::new(tokio::sync::RwLock::new(Vec::new()));
+                tasks.spawn(hold_shards(
+                    relay.pool.clone(),
+                    shards,
+                    held.clone(),
+                    shutdown.clone(),
+                ));
+                tasks.spawn(
+                    relay
+                        .clone()
+                        .drain_loop(wake.clone(), shutdown.clone(), Some(held)),
+                );
+            }
+        }
+        tracing::info!(transport = relay.transport.name(), "relay started");
+        while tasks.join_next().await.is_some() {}
+        let report = relay.stats.report();
+        tracing::info!(?report, "relay stopped");
+        Ok(report)
+    }
+
+    async fn drain_loop(
+        self: Arc<Self>,
+        wake: Arc<tokio::sync::Notify>,
+        shutdown: CancellationToken,
+        shards: Option<Arc<tokio::sync::RwLock<Vec<i64>>>>,
+    ) {
+        let mut backoff = Pause::new(self.config.min_backoff, self.config.max_backoff);
+        while !shutdown.is_cancelled() {
+            let held = match &shards {
+                Some(shards) => Some(shards.read().await.clone()),
+                None => None,
+            };
+            if held.as_ref().is_some_and(Vec::is_empty) {
+                // Another relay holds every shard: stand by.
+                let poll = jittered(self.config.poll_interval, POLL_SPREAD);
+                if sleep_or_notified(poll, &wake, &shutdown)
+                    .await
+                    .is_cancelled()
+                {
+                    return;
+                }
+                continue;
+            }
+            match self.pass(held.as_deref()).await {
+                Ok(outcome) if outcome.broker_down => {
+                    let pause = backoff.next_after_failure();
+                    tracing::warn!(
+                        transport = self.transport.name(),
+                        ?pause,
+                        "broker unavailable; backing off"
+                    );
+                    if sleep(pause, &shutdown).await.is_cancelled() {
+                        return;
+                    }
+                }
+                Ok(outcome) if outcome.failed > 0 && shards.is_some() => {
+                    // Per-key order: failed rows stay due, so pause here
+                    // rather than retry them in a tight loop.
+                    if sleep(backoff.next_after_failure(), &shutdown)
+                        .await
+                        .is_cancelled()
+                    {
+                        return;
+                    }
+                }
+                Ok(outcome) => {
+                    backoff.reset();
+                    if outcome.claimed >= self.config.batch_size {
+                        continue; // a full batch: there is probably more
+                    }
+                    let pause = self.idle_pause().await;
+                    if sleep_or_notified(pause, &wake, &shutdown)
+                        .await
+                        .is_cancelled()
+                    {
+                        return;
+                    }
+                }
+                Err(err) => {
+                    self.stats.database_errors.fetch_add(1, Ordering::Relaxed);
+                    let pause = backoff.next_after_failure();
+                    tracing::warn!(error = %err, ?pause, "relay pass failed; retrying");
+                    if sleep(pause, &shutdown).await.is_cancelled() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// How long to sleep when nothing is due: until the next row of this
+    /// relay's lane becomes due, at most the poll interval. A row already
+    /// due that the pass did not get is held by another relay or task,
+    /// which will settle it: wait a moment rather than spin on it.
+    async fn idle_pause(&self) -> Duration {
+        const HELD_ROWS_PAUSE: Duration = Duration::from_millis(5);
+        let poll = jittered(self.config.poll_interval, POLL_SPREAD);
+        let next: Result<Option<DateTime<Utc>>, sqlx::Error> = match &self.config.lane {
+            TopicLane::All => {
+                sqlx::query_scalar(include_str!("../sql/next_due.sql"))
+                    .fetch_one(&self.pool)
+                    .await
+            }
+            TopicLane::Only(topics) => {
+                sqlx::query_scalar(include_str!("../sql/next_due_only.sql"))
+                    .bind(topics)
+                    .fetch_one(&self.pool)
+                    .await
+            }
+            TopicLane::Except(topics) => {
+                sqlx::query_scalar(include_str!("../sql/next_due_except.sql"))
+                    .bind(topics)
+                    .fetch_one(&self.pool)
+                    .await
+            }
+        };
+        match next.unwrap_or(None) {
+            Some(at) => (at - Utc::now())
+                .to_std()
+                .unwrap_or(Duration::ZERO)
+                .max(HELD_ROWS_PAUSE)
+                .min(poll),
+            None => poll,
+        }
+    }
+}

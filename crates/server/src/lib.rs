@@ -1,0 +1,19 @@
+//! jobwire-server: the composition point. A [`Node`] owns everything
+//! long-running in one process — the worker, any number of relay lanes, the
+//! maintenance loops (and, as they land, the HTTP API) — and starts and stops
+//! them together with one staged shutdown. `jobwire run`, the demo, the
+//! benchmark and the tests all build their processes with it; nothing else
+//! hand-wires cancellation tokens and join handles.
+#![warn(missing_docs)]
+
+mod node;
+mod report;
+
+pub use node::{Node, NodeError, RunningNode};
+pub use report::NodeReport;
+
+/// The README's Rust examples, compiled by `cargo test` so they cannot drift
+/// from the code.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeExamples;

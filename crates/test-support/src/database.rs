@@ -1,0 +1,54 @@
+//! [`FreshDatabase`]: a database of its own for a test that cannot use
+//! `#[sqlx::test]` (one that runs the `jobwire` binary against a URL).
+
+use sqlx::{Connection, PgConnection, PgPool};
+use uuid::Uuid;
+
+/// A database of its own for one test, dropped at the end. The server is
+/// `DATABASE_URL`'s (default: the local PostgreSQL `scripts/services`
+/// starts); the database is empty, with no migrations applied.
+pub struct FreshDatabase {
+    admin_url: String,
+    name: String,
+    /// The test database's URL.
+    pub url: String,
+}
+
+impl FreshDatabase {
+    /// Create an empty database with a unique name.
+    pub async fn create() -> Self {
+        let admin_url = std::env::var("DATABASE_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        let name = format!("jobwire_test_{}", Uuid::now_v7().simple());
+        let mut admin = PgConnection::connect(&admin_url).await.unwrap();
+        // The name is generated above from hex digits only.
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut admin)
+            .await
+            .unwrap();
+        let base = admin_url.rsplit_once('/').unwrap().0;
+        let url = format!("{base}/{name}");
+        FreshDatabase {
+            admin_url,
+            name,
+            url,
+        }
+    }
+
+    /// A pool on the test database.
+    pub async fn pool(&self) -> PgPool {
+        PgPool::connect(&self.url).await.unwrap()
+    }
+
+    /// Drop the test database, closing any connection still open to it.
+    pub async fn drop_database(self) {
+        let mut admin = PgConnection::connect(&self.admin_url).await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        )))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    }
+}

@@ -1,0 +1,30 @@
+//! jobwire-test-support: the helpers jobwire's integration tests share, in
+//! every crate's `tests/` and in the workspace-level `tests/` crate. Every
+//! test runs against a real PostgreSQL (a fresh database per test via
+//! `#[sqlx::test]`, or a [`FreshDatabase`] for tests that run the binary)
+//! and, where it needs one, a real broker.
+//!
+//! - [`jobs`]: wait for jobs, expire a lease, count wake-ups, enqueue;
+//! - [`worker`]: handler options, worker and maintenance settings for tests;
+//! - [`brokers`]: broker addresses from the environment;
+//! - [`outbox`]: write outbox rows, drain a subscriber, count the outbox;
+//! - [`proxy`]: a TCP proxy a test can switch off to take a broker away;
+//! - [`database`]: a database of its own for one test.
+//!
+//! Everything is re-exported at the crate root.
+#![warn(missing_docs)]
+
+pub mod brokers;
+pub mod database;
+pub mod jobs;
+pub mod outbox;
+pub mod proxy;
+pub mod worker;
+
+pub use database::FreshDatabase;
+pub use jobs::{
+    enqueue_ids, expire_lease, wait_for_all_finished, wait_for_job, wait_for_state, wake_ups_for,
+};
+pub use outbox::{drain_subscriber, outbox_len, write_outbox_rows};
+pub use proxy::FlakyProxy;
+pub use worker::{fast_options, test_maintenance, test_worker_config};

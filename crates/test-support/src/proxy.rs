@@ -1,0 +1,79 @@
+//! [`FlakyProxy`]: a broker a test can take away from one client.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use anyhow::Result;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// A TCP proxy in front of a real broker that the test can switch off and
+/// on: switching off cuts every live connection and refuses new ones (they
+/// are closed as soon as accepted). This is how tests take a broker away
+/// from one client without stopping the broker other tests share.
+pub struct FlakyProxy {
+    /// Where clients connect.
+    pub addr: SocketAddr,
+    up: Arc<AtomicBool>,
+    cut: Arc<Mutex<CancellationToken>>,
+    accept: JoinHandle<()>,
+}
+
+impl FlakyProxy {
+    /// Start a proxy to `upstream` (host:port), up or down.
+    pub async fn start(upstream: &str, up: bool) -> Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let state = Arc::new(AtomicBool::new(up));
+        let cut = Arc::new(Mutex::new(CancellationToken::new()));
+        let upstream = upstream.to_owned();
+        let (state_in, cut_in) = (state.clone(), cut.clone());
+        let accept = tokio::spawn(async move {
+            loop {
+                let Ok((mut client, _)) = listener.accept().await else {
+                    return;
+                };
+                if !state_in.load(Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
+                let token = cut_in.lock().unwrap().clone();
+                let upstream = upstream.clone();
+                tokio::spawn(async move {
+                    let Ok(mut server) = TcpStream::connect(&upstream).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = token.cancelled() => {}
+                    }
+                });
+            }
+        });
+        Ok(FlakyProxy {
+            addr,
+            up: state,
+            cut,
+            accept,
+        })
+    }
+
+    /// Switch the proxy on or off.
+    pub fn set_up(&self, up: bool) {
+        self.up.store(up, Ordering::SeqCst);
+        if !up {
+            let mut cut = self.cut.lock().unwrap();
+            cut.cancel();
+            *cut = CancellationToken::new();
+        }
+    }
+}
+
+impl Drop for FlakyProxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.cut.lock().unwrap().cancel();
+    }
+}
