@@ -14,7 +14,12 @@ lockable AS (
     JOIN wanted w ON w.job_id = j.job_id
     WHERE j.state IN ('QUEUED', 'RETRY_WAIT')
       AND j.run_after <= now()
-      AND j.queue = ANY($4::text[])
+      -- Written so no index can serve it: with `j.queue = ANY($4)` the
+      -- planner may walk the queue's whole claimable backlog
+      -- (jobs_claimable_idx) for every claim instead of looking up the few
+      -- named ids by primary key (measured: 112 ms instead of 4 ms per claim
+      -- with 10,000 jobs queued).
+      AND array_position($4::text[], j.queue) IS NOT NULL
       AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.queue = j.queue AND q.paused)
     FOR UPDATE OF j SKIP LOCKED
 ),
