@@ -51,6 +51,54 @@ async fn retention_refuses_a_zero_interval(pool: PgPool) {
 }
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn retention_refuses_a_zero_keep_for_any_side_table(pool: PgPool) {
+    let zero = Some(Duration::ZERO);
+    let cases = [
+        (
+            "retention.keep_history",
+            RetentionConfig {
+                keep_history: zero,
+                ..RetentionConfig::default()
+            },
+        ),
+        (
+            "retention.keep_effects",
+            RetentionConfig {
+                keep_effects: zero,
+                ..RetentionConfig::default()
+            },
+        ),
+        (
+            "retention.keep_audit",
+            RetentionConfig {
+                keep_audit: zero,
+                ..RetentionConfig::default()
+            },
+        ),
+        (
+            "retention.keep_outbox_dead",
+            RetentionConfig {
+                keep_outbox_dead: zero,
+                ..RetentionConfig::default()
+            },
+        ),
+    ];
+    for (setting, config) in cases {
+        let err = Retention::new(pool.clone(), config).unwrap_err();
+        assert_eq!(err.setting, setting, "{err}");
+    }
+    // None keeps rows forever: accepted.
+    let forever = RetentionConfig {
+        keep_history: None,
+        keep_effects: None,
+        keep_audit: None,
+        keep_outbox_dead: None,
+        ..RetentionConfig::default()
+    };
+    assert!(Retention::new(pool, forever).is_ok());
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_reconciler_refuses_a_zero_batch_size(pool: PgPool) {
     let config = ReconcilerConfig {
         batch_size: 0,

@@ -53,17 +53,15 @@ impl RetentionConfig {
     pub fn validate(&self) -> Result<(), InvalidSetting> {
         InvalidSetting::require_nonzero("retention.interval", self.interval)?;
         InvalidSetting::require_positive("retention.batch_size", self.batch_size)?;
-        for (table, keep) in self.side_tables() {
-            if keep.is_zero() {
-                return Err(InvalidSetting::new(
-                    match table {
-                        SideTable::History => "retention.keep_history",
-                        SideTable::Effects => "retention.keep_effects",
-                        SideTable::OutboxDead => "retention.keep_outbox_dead",
-                        _ => "retention.keep_audit",
-                    },
-                    "must be longer than zero (None keeps rows forever)",
-                ));
+        for (setting, keep) in [
+            ("retention.keep_history", self.keep_history),
+            ("retention.keep_effects", self.keep_effects),
+            ("retention.keep_audit", self.keep_audit),
+            ("retention.keep_outbox_dead", self.keep_outbox_dead),
+        ] {
+            // None keeps rows forever; zero would delete every row at once.
+            if let Some(keep) = keep {
+                InvalidSetting::require_nonzero(setting, keep)?;
             }
         }
         Ok(())
