@@ -218,15 +218,25 @@ async fn claim_woken(
     for (_, miss) in &claimed.missed {
         count_miss(stats, miss);
     }
-    for job in claimed.claimed {
-        let slot = free.pop().expect("never more claims than free slots");
-        runtime.spawn(job, Some(slot));
-    }
+    run_on_free_slots(runtime, claimed.claimed, free);
     // The claim has committed: the wake-ups have done their work.
     if let Err(err) = subscriber.ack(&receipts).await {
         tracing::warn!(%topic, error = %err, "ack failed; the wake-ups will come again and find their jobs held");
     }
     Ok(())
+}
+
+/// Run claimed jobs, each on one of the `free` slots it was claimed for
+/// (every claim asks for at most `free.len()` jobs).
+fn run_on_free_slots(
+    runtime: &JobRuntime,
+    jobs: Vec<jobwire_core::ClaimedJob>,
+    free: &mut Vec<tokio::sync::OwnedSemaphorePermit>,
+) {
+    for job in jobs {
+        let slot = free.pop().expect("never more claims than free slots");
+        runtime.spawn(job, Some(slot));
+    }
 }
 
 /// The broker path's safety net: liveness must not depend on a broker
@@ -302,9 +312,6 @@ impl SafetyNet {
         stats
             .safety_net_claims
             .fetch_add(jobs.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        for job in jobs {
-            let slot = free.pop().expect("never more claims than free slots");
-            runtime.spawn(job, Some(slot));
-        }
+        run_on_free_slots(runtime, jobs, free);
     }
 }
