@@ -15,7 +15,7 @@ const FIRST_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// operator sees the real cause at once — connection refused, password
 /// authentication failed, database does not exist — instead of a pool
 /// timing out after seconds of retries.
-pub(crate) async fn connect(url: &str) -> Result<PgPool> {
+pub(crate) async fn connect(url: &str, pool_size: u32) -> Result<PgPool> {
     let shown = redact(url);
     let options: PgConnectOptions = url
         .parse()
@@ -31,7 +31,7 @@ pub(crate) async fn connect(url: &str) -> Result<PgPool> {
         .with_context(|| format!("cannot connect to PostgreSQL at {shown}"))?;
     let _ = first.close().await;
     PgPoolOptions::new()
-        .max_connections(16)
+        .max_connections(pool_size)
         .acquire_timeout(Duration::from_secs(10))
         .connect_with(options)
         .await

@@ -1,5 +1,7 @@
 //! `jobwire`: operate a jobwire database from the command line.
 
+use std::io::IsTerminal;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use cmd::bench::BenchArgs;
@@ -15,6 +17,7 @@ mod brokers;
 mod cmd;
 mod database;
 mod demo;
+mod faults;
 mod shutdown;
 
 /// The local PostgreSQL every machine of ours runs; `jobwire demo` creates
@@ -31,6 +34,10 @@ struct Cli {
     /// PostgreSQL connection string.
     #[arg(long, env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL, global = true)]
     database_url: String,
+    /// Most connections this process opens to PostgreSQL.
+    #[arg(long, env = "JOBWIRE_POOL_SIZE", default_value_t = 16, global = true,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pool_size: u32,
     #[command(subcommand)]
     command: Command,
 }
@@ -74,13 +81,21 @@ enum Command {
     Outbox(OutboxCommand),
     /// Run the same workload through each path and report them side by side.
     Bench(BenchArgs),
+    /// The fault suite: jobs on every path through kills, broker and
+    /// PostgreSQL restarts, pauses and garbage, then checks on the table.
+    /// Restarts shared services: run it on its own.
+    Faults(faults::FaultArgs),
 }
 
 #[tokio::main]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
     let default_filter = match cli.command {
-        Command::Worker(_) | Command::Relay(_) | Command::Run(_) | Command::Bench(_) => "info",
+        Command::Worker(_)
+        | Command::Relay(_)
+        | Command::Run(_)
+        | Command::Bench(_)
+        | Command::Faults(_) => "info",
         _ => "warn",
     };
     tracing_subscriber::fmt()
@@ -89,12 +104,15 @@ async fn main() -> Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
         .with_writer(std::io::stderr)
+        // Colours only for a person at a terminal, not in log files.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 
     match cli.command {
         Command::Demo(args) => demo::run(&cli.database_url, args).await,
+        Command::Faults(args) => faults::run(&cli.database_url, args).await,
         command => {
-            let pool = database::connect(&cli.database_url).await?;
+            let pool = database::connect(&cli.database_url, cli.pool_size).await?;
             run(command, pool).await.map_err(database::explain)
         }
     }
@@ -113,7 +131,7 @@ async fn run(command: Command, pool: PgPool) -> Result<()> {
         Command::Relay(args) => cmd::relay::relay(pool, args).await?,
         Command::Outbox(command) => cmd::outbox::outbox(&pool, command).await?,
         Command::Bench(args) => cmd::bench::bench(pool, args).await?,
-        Command::Demo(_) => unreachable!("handled before connecting"),
+        Command::Demo(_) | Command::Faults(_) => unreachable!("handled before connecting"),
     }
     Ok(())
 }

@@ -192,6 +192,14 @@ impl KafkaTransport {
     }
 }
 
+/// Whether the broker says the topic does not exist (any more).
+fn topic_vanished(err: &KafkaError) -> bool {
+    matches!(
+        err.rdkafka_error_code(),
+        Some(RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic)
+    )
+}
+
 fn classify(err: &KafkaError) -> PublishError {
     match err.rdkafka_error_code() {
         Some(
@@ -258,14 +266,29 @@ impl Transport for KafkaTransport {
                 Err((err, _)) => results[index] = Some(Err(classify(&err))),
             }
         }
+        let mut vanished: HashSet<&str> = HashSet::new();
         for (index, delivery) in pending {
             results[index] = Some(match delivery.await {
                 Ok(Ok(_)) => Ok(()),
-                Ok(Err((err, _))) => Err(classify(&err)),
+                Ok(Err((err, _))) => {
+                    if topic_vanished(&err) {
+                        vanished.insert(batch[index].topic.as_str());
+                    }
+                    Err(classify(&err))
+                }
                 Err(_) => Err(PublishError::Unavailable(
                     "producer dropped the message".into(),
                 )),
             });
+        }
+        if !vanished.is_empty() {
+            // The topic was deleted, or the broker came back without it (a
+            // broker that keeps its log in memory): create it again on the
+            // next attempt instead of failing every row until it is dead.
+            let mut known = self.shared.known_topics.lock().await;
+            for topic in vanished {
+                known.remove(topic);
+            }
         }
         results
             .into_iter()

@@ -55,6 +55,11 @@ pub(crate) struct WorkerArgs {
     /// Milliseconds between reconciler passes.
     #[arg(long, default_value_t = 10_000)]
     reconcile_interval_ms: u64,
+    /// Seconds a due job of a broker queue may wait (from its run_after)
+    /// before this worker claims it straight from the table, whatever
+    /// happened to its wake-up (the safety net); 0 turns the net off.
+    #[arg(long, default_value_t = 180)]
+    safety_net_after_s: u64,
     /// Consumer group (Kafka) for broker-dispatched queues.
     #[arg(long, default_value = "jobwire-workers")]
     consumer_group: String,
@@ -125,6 +130,8 @@ pub(crate) async fn serve(pool: PgPool, args: WorkerArgs, with_relay: bool) -> R
         },
         queues,
         shutdown_timeout: Duration::from_secs(args.shutdown_timeout_s),
+        safety_net_after: (args.safety_net_after_s > 0)
+            .then(|| Duration::from_secs(args.safety_net_after_s)),
         subscribe: SubscribeOptions {
             group: args.consumer_group,
             ..SubscribeOptions::default()

@@ -1,0 +1,180 @@
+//! The scenario's jobs: what each one is, and enqueueing them at a steady
+//! rate through every fault, PostgreSQL's restart included.
+//!
+//! Every job has a dedup key, so an enqueue whose commit was lost with the
+//! connection is simply sent again: the key makes the retry a no-op if the
+//! first one landed. That is also how a service should enqueue through an
+//! outage, and one row per key is one of the checks.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use chrono::TimeDelta;
+use jobwire_core::{Enqueuer, NewJob};
+use serde_json::json;
+use sqlx::PgPool;
+
+use super::FaultPath;
+
+/// The job type every scenario job has (a built-in handler that records
+/// each run in `handler_runs`).
+pub(crate) const JOB_TYPE: &str = "record_run";
+
+/// How a planned job is meant to end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Plan {
+    /// Succeeds on its first attempt.
+    Plain,
+    /// Fails its first attempt (retryable), then succeeds.
+    FailsFirst,
+    /// Due two seconds after it is enqueued.
+    Delayed,
+    /// Enqueued twice under one dedup key.
+    Duplicated,
+    /// Fails fatally: ends FAILED with `FAULT_FATAL`.
+    Fatal,
+    /// Runs for 1.5 s: a kill almost always finds some of these running.
+    Slow,
+}
+
+/// One job of the scenario.
+pub(crate) struct PlannedJob {
+    pub(crate) dedup_key: String,
+    pub(crate) plan: Plan,
+    job: NewJob,
+}
+
+/// `count` jobs for `path`: of every twenty, one fatal, two failing once,
+/// one delayed, one enqueued twice, one slow (1.5 s, so that kills find
+/// jobs running); the others take 0–150 ms.
+pub(crate) fn plan_jobs(path: FaultPath, count: usize) -> Vec<PlannedJob> {
+    (0..count)
+        .map(|index| {
+            let plan = match index % 20 {
+                0 => Plan::Fatal,
+                1 | 2 => Plan::FailsFirst,
+                3 => Plan::Delayed,
+                4 => Plan::Duplicated,
+                5 => Plan::Slow,
+                _ => Plan::Plain,
+            };
+            let dedup_key = format!("{}-{index}", path.name());
+            let ms = if plan == Plan::Slow {
+                1500
+            } else {
+                (index % 4) * 50
+            };
+            let payload = json!({
+                "ms": ms,
+                "fail_first": plan == Plan::FailsFirst,
+                "fatal": plan == Plan::Fatal,
+            });
+            let mut job = NewJob::new(JOB_TYPE, payload)
+                .with_queue(path.queue())
+                .with_dedup_key(dedup_key.clone());
+            if plan == Plan::Delayed {
+                job = job.with_delay(TimeDelta::seconds(2));
+            }
+            PlannedJob {
+                dedup_key,
+                plan,
+                job,
+            }
+        })
+        .collect()
+}
+
+/// What the enqueuer did.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub(crate) struct LoadReport {
+    /// Jobs committed (one per dedup key).
+    pub(crate) enqueued: usize,
+    /// Second enqueues that the database reported as duplicates of their key.
+    pub(crate) duplicates_refused: usize,
+    /// Transactions that failed (the database restarting) and were sent again.
+    pub(crate) retried_batches: usize,
+}
+
+/// Jobs per transaction: what a busy service's enqueue batches look like.
+const BATCH: usize = 50;
+
+/// How long the enqueuer keeps retrying one batch before it gives up.
+const GIVE_UP_AFTER: Duration = Duration::from_secs(120);
+
+/// Enqueue every job of `plans` (interleaving the paths) evenly over
+/// `window`, each batch in its own transaction, retrying through outages.
+pub(crate) async fn enqueue_all(
+    pool: PgPool,
+    plans: Vec<Vec<PlannedJob>>,
+    window: Duration,
+) -> Result<LoadReport> {
+    let mut report = LoadReport::default();
+    let total: usize = plans.iter().map(Vec::len).sum();
+    // Round-robin over the paths so that each one gets its share all along.
+    let mut order: Vec<&PlannedJob> = Vec::with_capacity(total);
+    let longest = plans.iter().map(Vec::len).max().unwrap_or(0);
+    for index in 0..longest {
+        for path_jobs in &plans {
+            if let Some(job) = path_jobs.get(index) {
+                order.push(job);
+            }
+        }
+    }
+    let start = Instant::now();
+    let mut sent = 0;
+    while sent < order.len() {
+        let elapsed = start.elapsed().as_secs_f64() / window.as_secs_f64().max(0.001);
+        let due = ((total as f64 * elapsed).ceil() as usize).clamp(sent + 1, total);
+        while sent < due {
+            let end = (sent + BATCH).min(due);
+            let batch: Vec<NewJob> = order[sent..end].iter().map(|p| p.job.clone()).collect();
+            let (failures, _) = enqueue_batch(&pool, &batch).await?;
+            report.retried_batches += failures;
+            // The second enqueue of a duplicated job, in its own statement:
+            // its key must turn it into a no-op.
+            let again: Vec<NewJob> = order[sent..end]
+                .iter()
+                .filter(|p| p.plan == Plan::Duplicated)
+                .map(|p| p.job.clone())
+                .collect();
+            if !again.is_empty() {
+                let (failures, duplicates) = enqueue_batch(&pool, &again).await?;
+                report.retried_batches += failures;
+                report.duplicates_refused += duplicates;
+            }
+            sent = end;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    report.enqueued = total;
+    Ok(report)
+}
+
+/// One transaction, sent again until it commits; returns how many tries
+/// failed and how many jobs the database called duplicates.
+async fn enqueue_batch(pool: &PgPool, batch: &[NewJob]) -> Result<(usize, usize)> {
+    let started = Instant::now();
+    let mut failures = 0;
+    loop {
+        match try_enqueue(pool, batch).await {
+            Ok(duplicates) => return Ok((failures, duplicates)),
+            Err(err) if started.elapsed() < GIVE_UP_AFTER => {
+                failures += 1;
+                tracing::info!(error = %err, "enqueue failed; sending the batch again");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(err) => bail!(
+                "enqueue kept failing for {} s: {err}",
+                GIVE_UP_AFTER.as_secs()
+            ),
+        }
+    }
+}
+
+async fn try_enqueue(pool: &PgPool, batch: &[NewJob]) -> Result<usize> {
+    let mut tx = pool.begin().await?;
+    // The non-generic form: this future runs on a spawned task.
+    let enqueued = Enqueuer::default().enqueue_many_on(&mut tx, batch).await?;
+    tx.commit().await?;
+    Ok(enqueued.iter().filter(|job| job.duplicate).count())
+}

@@ -1,0 +1,608 @@
+//! `jobwire faults`: the fault suite. Jobs on every path while workers and
+//! relays are SIGKILLed on a timer, the brokers and PostgreSQL restart, the
+//! queues pause and resume and garbage arrives on every wake-up channel;
+//! then SQL checks on the contract columns (docs/reliability.md).
+//!
+//! It restarts shared services, so nothing else may use them meanwhile: run
+//! it on its own (the test suite runs it in a test binary of its own, and
+//! `cargo test` runs test binaries one after another).
+
+mod checks;
+mod disruptions;
+mod fleet;
+mod load;
+mod report;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use jobwire_core::Dispatch;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, Connection, PgPool};
+use uuid::Uuid;
+
+use crate::brokers::{BrokerArgs, BrokerKind, topic_for};
+use crate::database::redact;
+use checks::Expected;
+use fleet::{Fleet, ProcessSpec, Role};
+use report::{FaultRecord, Kills, Report};
+
+#[derive(clap::Args)]
+pub(crate) struct FaultArgs {
+    /// Jobs enqueued on each path (at least 20).
+    #[arg(long, default_value_t = 1000)]
+    jobs_per_path: usize,
+    /// The paths to run.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "postgres,rabbitmq,sqs,kafka"
+    )]
+    paths: Vec<FaultPath>,
+    /// Seconds of faults; jobs are enqueued over the first 70 % of them.
+    #[arg(long, default_value_t = 60)]
+    fault_seconds: u64,
+    /// Milliseconds between SIGKILLs of a worker or relay (0: no kills).
+    #[arg(long, default_value_t = 2000)]
+    kill_every_ms: u64,
+    /// What restarts services: run as `<SERVICES> restart <service>`.
+    #[arg(long, default_value = "scripts/services")]
+    services: PathBuf,
+    /// No service restarts (for services this machine cannot restart).
+    #[arg(long)]
+    no_restarts: bool,
+    /// Seconds to wait, after the last fault, for every job to finish.
+    #[arg(long, default_value_t = 300)]
+    drain_timeout_s: u64,
+    /// Where each process's log goes (default: a new directory in the
+    /// system's temporary directory).
+    #[arg(long)]
+    log_dir: Option<PathBuf>,
+    /// Keep the scenario's database afterwards (its name is in the report).
+    #[arg(long)]
+    keep_database: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Run only the checks, again, on a database an earlier run kept
+    /// (--keep-database), with the same --paths and --jobs-per-path.
+    #[arg(long, value_name = "DATABASE")]
+    recheck: Option<String>,
+    #[command(flatten)]
+    brokers: BrokerArgs,
+}
+
+/// A path jobs take from the table to a worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum FaultPath {
+    Postgres,
+    Rabbitmq,
+    Sqs,
+    Kafka,
+}
+
+impl FaultPath {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            FaultPath::Postgres => "postgres",
+            FaultPath::Rabbitmq => "rabbitmq",
+            FaultPath::Sqs => "sqs",
+            FaultPath::Kafka => "kafka",
+        }
+    }
+
+    /// The scenario's queue on this path.
+    pub(crate) fn queue(self) -> String {
+        format!("faults_{}", self.name())
+    }
+
+    /// The broker carrying this path's wake-ups; `None` for PostgreSQL.
+    pub(crate) fn broker(self) -> Option<BrokerKind> {
+        match self {
+            FaultPath::Postgres => None,
+            FaultPath::Rabbitmq => Some(BrokerKind::Rabbitmq),
+            FaultPath::Sqs => Some(BrokerKind::Sqs),
+            FaultPath::Kafka => Some(BrokerKind::Kafka),
+        }
+    }
+}
+
+/// The share of the fault window over which jobs are enqueued.
+const ENQUEUE_SHARE: f64 = 0.7;
+
+/// Workers per path: one can die while the other carries on.
+const WORKERS_PER_PATH: usize = 2;
+
+/// How long the queues stay paused.
+const PAUSE_FOR: Duration = Duration::from_secs(3);
+
+impl FaultArgs {
+    fn validate(&self) -> Result<()> {
+        if self.jobs_per_path < 20 {
+            bail!("--jobs-per-path must be at least 20 (every kind of job in the plan)");
+        }
+        if self.fault_seconds < 10 {
+            bail!("--fault-seconds must be at least 10 (every fault needs its turn)");
+        }
+        if self.paths.is_empty() {
+            bail!("--paths names no path");
+        }
+        if !self.no_restarts && !self.services.is_file() {
+            bail!(
+                "{} not found: pass --services with the script that restarts services (run from the repository, it is scripts/services), or --no-restarts",
+                self.services.display()
+            );
+        }
+        Ok(())
+    }
+
+    fn paths(&self) -> Vec<FaultPath> {
+        let mut paths = self.paths.clone();
+        paths.dedup();
+        paths
+    }
+}
+
+/// The scenario's own database, created beside the one `server_url` names.
+struct ScenarioDatabase {
+    admin: PgConnectOptions,
+    name: String,
+    url: String,
+}
+
+impl ScenarioDatabase {
+    async fn create(server_url: &str) -> Result<ScenarioDatabase> {
+        let options: PgConnectOptions = server_url
+            .parse()
+            .with_context(|| format!("invalid database URL {}", redact(server_url)))?;
+        let admin = options.clone().database("postgres");
+        let name = format!("jobwire_faults_{}", Uuid::now_v7().simple());
+        let mut connection = admin
+            .connect()
+            .await
+            .with_context(|| format!("cannot connect to PostgreSQL at {}", redact(server_url)))?;
+        // The name is made of hex digits above: nothing to quote.
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut connection)
+            .await?;
+        let _ = connection.close().await;
+        let mut url = url::Url::parse(server_url)
+            .with_context(|| format!("invalid database URL {}", redact(server_url)))?;
+        url.set_path(&format!("/{name}"));
+        Ok(ScenarioDatabase {
+            admin,
+            name,
+            url: url.to_string(),
+        })
+    }
+
+    async fn drop_database(&self) -> Result<()> {
+        let mut connection = self.admin.connect().await?;
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        )))
+        .execute(&mut connection)
+        .await?;
+        Ok(())
+    }
+}
+
+/// `jobwire faults`: fails (exit status 1) when any check fails.
+pub(crate) async fn run(server_url: &str, args: FaultArgs) -> Result<()> {
+    if let Some(database) = &args.recheck {
+        return recheck(server_url, database, &args).await;
+    }
+    args.validate()?;
+    let database = ScenarioDatabase::create(server_url).await?;
+    let outcome = run_scenario(&database, &args).await;
+    if !args.keep_database
+        && let Err(err) = database.drop_database().await
+    {
+        eprintln!(
+            "could not drop the scenario database {}: {err:#}",
+            database.name
+        );
+    }
+    let report = outcome?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.to_text());
+    }
+    if !report.passed() {
+        bail!("{} check(s) failed", report.failed_checks());
+    }
+    Ok(())
+}
+
+async fn run_scenario(database: &ScenarioDatabase, args: &FaultArgs) -> Result<Report> {
+    let paths = args.paths();
+    let pool = PgPoolOptions::new()
+        .max_connections(8)
+        .connect(&database.url)
+        .await
+        .with_context(|| format!("cannot connect to {}", database.name))?;
+    jobwire_core::migrate(&pool).await?;
+    sqlx::raw_sql(checks::INSTRUMENTS).execute(&pool).await?;
+    for path in &paths {
+        if path.broker().is_some() {
+            let topic = topic_for(&path.queue());
+            jobwire_core::set_queue_dispatch(&pool, &path.queue(), &Dispatch::Broker { topic })
+                .await?;
+        }
+    }
+
+    let log_dir = match &args.log_dir {
+        Some(dir) => dir.clone(),
+        None => std::env::temp_dir().join(&database.name),
+    };
+    std::fs::create_dir_all(&log_dir)
+        .with_context(|| format!("cannot create {}", log_dir.display()))?;
+    let mut fleet = Fleet::start(fleet_specs(&paths), child_env(args, database), &log_dir)?;
+
+    let plans: Vec<_> = paths
+        .iter()
+        .map(|path| load::plan_jobs(*path, args.jobs_per_path))
+        .collect();
+    let (keys, fatal_keys) = expected_keys(&plans);
+
+    let fault_window = Duration::from_secs(args.fault_seconds);
+    let start = Instant::now();
+    // The enqueuer's own pool behaves like a service's: a connection the
+    // restart broke fails the transaction using it (no ping first), and an
+    // outage fails fast instead of waiting in the pool.
+    let enqueue_pool = PgPoolOptions::new()
+        .max_connections(2)
+        .test_before_acquire(false)
+        .acquire_timeout(Duration::from_secs(1))
+        .connect(&database.url)
+        .await?;
+    let enqueuer = tokio::spawn(load::enqueue_all(
+        enqueue_pool,
+        plans,
+        fault_window.mul_f64(ENQUEUE_SHARE),
+    ));
+    let disruptions = tokio::spawn(disrupt(
+        pool.clone(),
+        schedule(args, &paths, fault_window),
+        args.services.clone(),
+        paths.clone(),
+        args.brokers.clone(),
+        start,
+    ));
+
+    let kill_every = Duration::from_millis(args.kill_every_ms);
+    let mut next_kill = start + kill_every;
+    let mut last_kill_at = Duration::ZERO;
+    while start.elapsed() < fault_window {
+        fleet.tend()?;
+        if !kill_every.is_zero() && Instant::now() >= next_kill {
+            fleet.kill_next().await?;
+            last_kill_at = start.elapsed();
+            next_kill += kill_every;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    while !(enqueuer.is_finished() && disruptions.is_finished()) {
+        fleet.tend()?;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let load = enqueuer.await??;
+    let (faults, garbage_messages) = disruptions.await?;
+    fleet.restart_all_killed()?;
+
+    let last_fault_at = faults
+        .iter()
+        .map(|fault| Duration::from_secs_f64(fault.at_s + fault.took_s))
+        .chain([last_kill_at])
+        .max()
+        .unwrap_or_default();
+    let drain_deadline = Instant::now() + Duration::from_secs(args.drain_timeout_s);
+    let drained = loop {
+        fleet.tend()?;
+        let (open, outbox): (i64, i64) = sqlx::query_as(
+            "SELECT (SELECT count(*) FROM jobs WHERE state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')),
+                    (SELECT count(*) FROM job_outbox)",
+        )
+        .fetch_one(&pool)
+        .await?;
+        if open == 0 && outbox == 0 {
+            break true;
+        }
+        if Instant::now() >= drain_deadline {
+            break false;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let drain_after_last_fault = start.elapsed().saturating_sub(last_fault_at);
+    fleet.kill_all().await;
+
+    let mut checks = checks::run_checks(
+        &pool,
+        &Expected {
+            keys: &keys,
+            fatal_keys: &fatal_keys,
+        },
+    )
+    .await?;
+    checks.push(checks::Check {
+        name: "every job finished within the drain timeout".into(),
+        violations: i64::from(!drained),
+        examples: Vec::new(),
+    });
+    checks.push(checks::Check {
+        name: "no worker or relay crashed".into(),
+        violations: fleet.crashes.len() as i64,
+        examples: fleet.crashes.iter().map(|c| c.process.clone()).collect(),
+    });
+    checks.push(checks::Check {
+        name: "every fault took place".into(),
+        violations: faults.iter().filter(|f| f.error.is_some()).count() as i64,
+        examples: faults
+            .iter()
+            .filter_map(|f| f.error.as_ref().map(|err| format!("{}: {err}", f.what)))
+            .collect(),
+    });
+    let (extra_runs, leases_expired): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) - count(DISTINCT job_id) FROM handler_runs),
+                (SELECT count(*) FROM fault_transitions WHERE error_code = 'LEASE_EXPIRED'
+                   AND from_state IN ('RUNNING', 'CANCEL_REQUESTED'))",
+    )
+    .fetch_one(&pool)
+    .await?;
+    pool.close().await;
+
+    Ok(Report {
+        database: database.name.clone(),
+        log_dir: log_dir.display().to_string(),
+        paths: paths.iter().map(|path| path.name().to_owned()).collect(),
+        jobs_per_path: args.jobs_per_path,
+        load,
+        kills: Kills::count(&fleet.kills),
+        faults,
+        garbage_messages,
+        crashes: fleet.crashes.clone(),
+        extra_runs,
+        leases_expired,
+        fault_seconds: fault_window.as_secs_f64(),
+        last_fault_at_s: last_fault_at.as_secs_f64(),
+        drained,
+        drain_after_last_fault_s: drain_after_last_fault.as_secs_f64(),
+        checks,
+    })
+}
+
+/// Every planned job's dedup key, and those of the jobs meant to fail.
+fn expected_keys(plans: &[Vec<load::PlannedJob>]) -> (Vec<String>, Vec<String>) {
+    let keys = plans
+        .iter()
+        .flatten()
+        .map(|job| job.dedup_key.clone())
+        .collect();
+    let fatal_keys = plans
+        .iter()
+        .flatten()
+        .filter(|job| job.plan == load::Plan::Fatal)
+        .map(|job| job.dedup_key.clone())
+        .collect();
+    (keys, fatal_keys)
+}
+
+/// `--recheck`: the checks again, on a database an earlier run kept (the
+/// plan is rebuilt from the same --paths and --jobs-per-path). For looking
+/// at a failed run after the fact, and for testing the checks themselves.
+async fn recheck(server_url: &str, database: &str, args: &FaultArgs) -> Result<()> {
+    let mut url = url::Url::parse(server_url)
+        .with_context(|| format!("invalid database URL {}", redact(server_url)))?;
+    url.set_path(&format!("/{database}"));
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect(url.as_str())
+        .await
+        .with_context(|| format!("cannot connect to {database}"))?;
+    let plans: Vec<_> = args
+        .paths()
+        .into_iter()
+        .map(|path| load::plan_jobs(path, args.jobs_per_path))
+        .collect();
+    let (keys, fatal_keys) = expected_keys(&plans);
+    let checks = checks::run_checks(
+        &pool,
+        &Expected {
+            keys: &keys,
+            fatal_keys: &fatal_keys,
+        },
+    )
+    .await?;
+    let failed = checks.iter().filter(|check| !check.passed()).count();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&checks)?);
+    } else {
+        for check in &checks {
+            println!(
+                "{:<55}{:>10}  {}",
+                check.name,
+                check.violations,
+                check.examples.join("; ")
+            );
+        }
+    }
+    if failed > 0 {
+        bail!("{failed} check(s) failed");
+    }
+    Ok(())
+}
+
+/// Two workers per path and one relay per broker path, each a `jobwire`
+/// process with short leases and quick maintenance, so that every fault
+/// resolves within seconds.
+fn fleet_specs(paths: &[FaultPath]) -> Vec<ProcessSpec> {
+    let mut specs = Vec::new();
+    for path in paths {
+        let queue = path.queue();
+        for number in 1..=WORKERS_PER_PATH {
+            let mut args: Vec<String> = [
+                "worker",
+                "--pool-size",
+                "5",
+                "--queue",
+                format!("{queue}=16").as_str(),
+                "--lease-ms",
+                "2000",
+                "--sweep-interval-ms",
+                "500",
+                "--reconcile-grace-s",
+                "2",
+                "--reconcile-interval-ms",
+                "1000",
+                "--safety-net-after-s",
+                "10",
+                "--backoff-base-ms",
+                "200",
+                "--backoff-max-ms",
+                "2000",
+                "--shutdown-timeout-s",
+                "1",
+                "--consumer-group",
+                "jobwire-faults",
+            ]
+            .map(str::to_owned)
+            .to_vec();
+            if path.broker().is_some() {
+                args.extend(["--transport".to_owned(), path.name().to_owned()]);
+            }
+            specs.push(ProcessSpec {
+                name: format!("{}-worker-{number}", path.name()),
+                role: Role::Worker,
+                args,
+            });
+        }
+        if path.broker().is_some() {
+            specs.push(ProcessSpec {
+                name: format!("{}-relay", path.name()),
+                role: Role::Relay,
+                args: [
+                    "relay",
+                    "--pool-size",
+                    "4",
+                    "--transport",
+                    path.name(),
+                    "--only-topics",
+                    topic_for(&queue).as_str(),
+                    "--poll-ms",
+                    "250",
+                ]
+                .map(str::to_owned)
+                .to_vec(),
+            });
+        }
+    }
+    specs
+}
+
+/// The children's environment: the scenario's database and this command's
+/// broker settings.
+fn child_env(args: &FaultArgs, database: &ScenarioDatabase) -> Vec<(String, String)> {
+    vec![
+        ("DATABASE_URL".into(), database.url.clone()),
+        ("AMQP_URL".into(), args.brokers.amqp_url.clone()),
+        ("SQS_ENDPOINT".into(), args.brokers.sqs_endpoint.clone()),
+        ("AWS_REGION".into(), args.brokers.sqs_region.clone()),
+        (
+            "KAFKA_BOOTSTRAP".into(),
+            args.brokers.kafka_bootstrap.clone(),
+        ),
+        (
+            "RUST_LOG".into(),
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+        ),
+    ]
+}
+
+/// A fault besides the kills.
+#[derive(Debug, Clone)]
+enum Disruption {
+    Restart(&'static str),
+    PauseAndResume,
+    Garbage,
+}
+
+/// When each fault happens, as a share of the fault window: spread out so
+/// that each one meets jobs in flight and the system between two faults is
+/// never quite at rest.
+fn schedule(
+    args: &FaultArgs,
+    paths: &[FaultPath],
+    window: Duration,
+) -> Vec<(Duration, Disruption)> {
+    let mut plan = Vec::new();
+    let restarts = !args.no_restarts;
+    if restarts && paths.contains(&FaultPath::Rabbitmq) {
+        plan.push((0.10, Disruption::Restart("rabbitmq")));
+    }
+    plan.push((0.20, Disruption::Garbage));
+    if restarts && paths.contains(&FaultPath::Kafka) {
+        plan.push((0.28, Disruption::Restart("kafka")));
+    }
+    // PostgreSQL while jobs are still being enqueued: the enqueuer must
+    // ride it out too.
+    if restarts {
+        plan.push((0.45, Disruption::Restart("postgres")));
+    }
+    plan.push((0.58, Disruption::PauseAndResume));
+    if restarts && paths.contains(&FaultPath::Sqs) {
+        plan.push((0.75, Disruption::Restart("sqs")));
+    }
+    plan.into_iter()
+        .map(|(share, disruption)| (window.mul_f64(share), disruption))
+        .collect()
+}
+
+/// Run the scheduled faults in order, each at its time (or as soon as the
+/// one before it is over). A fault that fails is recorded, not fatal: the
+/// report says it did not happen.
+async fn disrupt(
+    pool: PgPool,
+    plan: Vec<(Duration, Disruption)>,
+    services: PathBuf,
+    paths: Vec<FaultPath>,
+    brokers: BrokerArgs,
+    start: Instant,
+) -> (Vec<FaultRecord>, usize) {
+    let queues: Vec<String> = paths.iter().map(|path| path.queue()).collect();
+    let mut records = Vec::new();
+    let mut garbage = 0;
+    for (at, disruption) in plan {
+        tokio::time::sleep_until((start + at).into()).await;
+        let began = start.elapsed();
+        let (what, outcome) = match &disruption {
+            Disruption::Restart(service) => (
+                format!("restart {service}"),
+                disruptions::restart_service(&services, service).await,
+            ),
+            Disruption::PauseAndResume => (
+                format!(
+                    "pause every queue for {} s, then resume",
+                    PAUSE_FOR.as_secs()
+                ),
+                disruptions::pause_and_resume(&pool, &queues, PAUSE_FOR).await,
+            ),
+            Disruption::Garbage => (
+                "garbage on every wake-up channel".to_owned(),
+                disruptions::send_garbage(&pool, &paths, &brokers)
+                    .await
+                    .map(|sent| garbage = sent),
+            ),
+        };
+        records.push(FaultRecord {
+            what,
+            at_s: began.as_secs_f64(),
+            took_s: (start.elapsed() - began).as_secs_f64(),
+            error: outcome.err().map(|err| format!("{err:#}")),
+        });
+    }
+    (records, garbage)
+}
