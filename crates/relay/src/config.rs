@@ -80,7 +80,9 @@ pub struct RelayConfig {
     /// The pass's `idle_in_transaction_session_timeout`: longest its
     /// transaction may sit idle (waiting on the broker) while it holds its
     /// rows; past it the database ends the session and the rows go to
-    /// another relay.
+    /// another relay. A pass gives up publishing after half of it (the
+    /// publish budget), leaves its rows due and halves its batch, so a slow
+    /// broker gets smaller batches instead of the same one again and again.
     pub idle_in_transaction_timeout: Duration,
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use jobwire_transport::{Envelope, Headers, PublishError, header};
 use sqlx::PgConnection;
@@ -36,6 +36,19 @@ struct OutboxRow {
 }
 
 impl Relay {
+    /// Rows the next pass claims.
+    pub(crate) fn batch_size(&self) -> usize {
+        self.batch.load(Ordering::Relaxed)
+    }
+
+    /// How long one pass may spend publishing: half the transaction's idle
+    /// timeout, so that a pass always settles what it published before the
+    /// database ends its session (which would throw away the whole pass and
+    /// publish it all again, forever, against a broker that stays slow).
+    fn publish_budget(&self) -> Duration {
+        self.config.idle_in_transaction_timeout / 2
+    }
+
     fn envelope(&self, row: &OutboxRow) -> Envelope {
         let mut headers = Headers::new();
         if let serde_json::Value::Object(map) = &row.headers {
@@ -73,14 +86,14 @@ impl Relay {
         let rows: Vec<OutboxRow> = match (shards, self.config.ordering) {
             (Some(held), KeyOrdering::PerKey { shards }) => {
                 sqlx::query_as(include_str!("../sql/claim_due_ordered.sql"))
-                    .bind(self.config.batch_size as i64)
+                    .bind(self.batch_size() as i64)
                     .bind(i64::from(shards))
                     .bind(held)
                     .fetch_all(&mut *tx)
                     .await?
             }
             _ => {
-                let batch = self.config.batch_size as i64;
+                let batch = self.batch_size() as i64;
                 match &self.config.lane {
                     TopicLane::All => {
                         sqlx::query_as(include_str!("../sql/claim_due.sql"))
@@ -110,7 +123,33 @@ impl Relay {
             return Ok(PassOutcome::default());
         }
         let envelopes: Vec<Envelope> = rows.iter().map(|row| self.envelope(row)).collect();
-        let results = self.transport.publish(&envelopes).await;
+        let started = Instant::now();
+        let budget = self.publish_budget();
+        let Ok(results) = tokio::time::timeout(budget, self.transport.publish(&envelopes)).await
+        else {
+            // Which messages went out is unknown: every row stays due (a
+            // wake-up published twice is harmless) and the next passes take
+            // half as many, until a batch fits the budget.
+            tx.rollback().await?;
+            let batch = self.shrink_batch();
+            self.stats.slow_publishes.fetch_add(1, Ordering::Relaxed);
+            self.stats.broker_down.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                rows = rows.len(),
+                budget_ms = budget.as_millis() as u64,
+                next_batch = batch,
+                "the broker took longer than the publish budget for a batch; publishing smaller batches"
+            );
+            return Ok(PassOutcome {
+                claimed: rows.len(),
+                failed: rows.len(),
+                broker_down: true,
+                ..PassOutcome::default()
+            });
+        };
+        if started.elapsed() < budget / 4 {
+            self.grow_batch();
+        }
         let outcome = self.settle(&mut tx, &rows, results).await?;
         tx.commit().await?;
 
@@ -215,6 +254,23 @@ impl Relay {
                 .await?;
         }
         Ok(outcome)
+    }
+
+    /// Halve the batch (not below one row); returns the new size.
+    fn shrink_batch(&self) -> usize {
+        let smaller = (self.batch_size() / 2).max(1);
+        self.batch.store(smaller, Ordering::Relaxed);
+        smaller
+    }
+
+    /// Double the batch back towards `config.batch_size` after a pass that
+    /// published well within its budget.
+    fn grow_batch(&self) {
+        let current = self.batch_size();
+        if current < self.config.batch_size {
+            self.batch
+                .store((current * 2).min(self.config.batch_size), Ordering::Relaxed);
+        }
     }
 
     /// How long a row waits after its `attempt`-th failure.

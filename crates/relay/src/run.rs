@@ -1,7 +1,7 @@
 //! The `Relay` type and its loop: drain tasks, waiting and back-off.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -25,6 +25,9 @@ pub struct Relay {
     pub(crate) transport: Arc<dyn Transport>,
     pub(crate) config: RelayConfig,
     pub(crate) stats: Arc<RelayStats>,
+    /// Rows per pass now: `config.batch_size`, halved while the broker is
+    /// too slow to take a whole batch within the pass's publish budget.
+    pub(crate) batch: AtomicUsize,
 }
 
 impl Relay {
@@ -33,6 +36,7 @@ impl Relay {
         Relay {
             pool,
             transport,
+            batch: AtomicUsize::new(config.batch_size),
             config,
             stats: Arc::new(RelayStats::default()),
         }
@@ -54,7 +58,7 @@ impl Relay {
             total.failed += outcome.failed;
             total.moved_aside += outcome.moved_aside;
             total.broker_down |= outcome.broker_down;
-            if outcome.claimed < self.config.batch_size || outcome.broker_down {
+            if outcome.claimed < self.batch_size() || outcome.broker_down {
                 return Ok(total);
             }
         }
@@ -149,7 +153,7 @@ impl Relay {
                 }
                 Ok(outcome) => {
                     backoff.reset();
-                    if outcome.claimed >= self.config.batch_size {
+                    if outcome.claimed >= self.batch_size() {
                         continue; // a full batch: there is probably more
                     }
                     let pause = self.idle_pause().await;

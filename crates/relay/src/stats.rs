@@ -14,6 +14,7 @@ pub struct RelayStats {
     pub(crate) broker_down: AtomicU64,
     pub(crate) database_errors: AtomicU64,
     pub(crate) largest_batch: AtomicU64,
+    pub(crate) slow_publishes: AtomicU64,
 }
 
 /// A copy of [`RelayStats`].
@@ -33,6 +34,10 @@ pub struct RelayReport {
     pub database_errors: u64,
     /// The largest batch published in one pass.
     pub largest_batch: u64,
+    /// Passes whose publish outlasted the publish budget (half the
+    /// transaction's idle timeout): their rows stayed due and the batch
+    /// size halved. Also counted in `broker_down`.
+    pub slow_publishes: u64,
 }
 
 impl RelayStats {
@@ -47,6 +52,7 @@ impl RelayStats {
             broker_down: get(&self.broker_down),
             database_errors: get(&self.database_errors),
             largest_batch: get(&self.largest_batch),
+            slow_publishes: get(&self.slow_publishes),
         }
     }
 

@@ -436,6 +436,84 @@ impl Transport for Hanging {
     }
 }
 
+/// A broker that takes `per_message` for every message of a publish call,
+/// then delivers them all (through an in-memory transport).
+struct Slow {
+    inner: MemoryTransport,
+    per_message: Duration,
+}
+
+#[async_trait::async_trait]
+impl Transport for Slow {
+    fn name(&self) -> &'static str {
+        "slow"
+    }
+
+    fn capabilities(&self) -> jobwire_transport::Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn publish(
+        &self,
+        batch: &[jobwire_transport::Envelope],
+    ) -> Vec<Result<(), jobwire_transport::PublishError>> {
+        tokio::time::sleep(self.per_message * batch.len() as u32).await;
+        self.inner.publish(batch).await
+    }
+
+    async fn subscribe(
+        &self,
+        topic: &str,
+        options: &SubscribeOptions,
+    ) -> Result<Box<dyn jobwire_transport::Subscriber>, jobwire_transport::TransportError> {
+        self.inner.subscribe(topic, options).await
+    }
+
+    async fn close(&self) -> Result<(), jobwire_transport::TransportError> {
+        self.inner.close().await
+    }
+}
+
+/// A broker too slow to take a whole batch before the database would end
+/// the pass's session: the relay halves its batch until one fits, and every
+/// row is published. (Before, each pass was killed by the idle timeout and
+/// published everything again, forever.)
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_slow_broker_gets_smaller_batches_and_the_outbox_still_drains(pool: PgPool) {
+    let ids = write_outbox_rows(&pool, "slow", 150, 1).await.unwrap();
+    let memory = MemoryTransport::default();
+    let mut subscriber = memory
+        .subscribe("slow", &SubscribeOptions::default())
+        .await
+        .unwrap();
+    let config = RelayConfig {
+        batch_size: 100,
+        // A budget of 500 ms: 100 rows at 20 ms each do not fit, 25 do.
+        idle_in_transaction_timeout: Duration::from_secs(1),
+        ..fast_config()
+    };
+    let relay = RunningRelay::start(
+        &pool,
+        Arc::new(Slow {
+            inner: memory.clone(),
+            per_message: Duration::from_millis(20),
+        }),
+        config,
+    );
+    let received = drain_subscriber(subscriber.as_mut(), ids.len(), Duration::from_secs(60))
+        .await
+        .unwrap();
+    wait_for_empty_outbox(&pool, Duration::from_secs(10)).await;
+    let report = relay.stop().await;
+    let distinct: HashSet<i64> = received.iter().map(|(_, id)| *id).collect();
+    assert_eq!(distinct, ids.iter().copied().collect(), "every row published");
+    assert!(
+        report.slow_publishes >= 2,
+        "100 rows, then 50, outlast the budget: {report:?}"
+    );
+    assert!(report.largest_batch <= 25, "{report:?}");
+}
+
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn rows_held_by_a_stuck_relay_go_to_another_after_the_transaction_timeout(pool: PgPool) {
     let ids = write_outbox_rows(&pool, "stuck", 20, 1).await.unwrap();

@@ -12,7 +12,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::FaultPath;
-use crate::brokers::{BrokerArgs, BrokerKind, topic_for};
+use crate::brokers::{BrokerArgs, BrokerKind};
 
 /// Stop a service and start it again with `<script> restart <service>`
 /// (`scripts/services`, which knows how each one runs on this machine).
@@ -73,6 +73,7 @@ pub(crate) async fn send_garbage(
     pool: &PgPool,
     paths: &[FaultPath],
     brokers: &BrokerArgs,
+    run: &str,
 ) -> Result<usize> {
     let mut sent = 0;
     for path in paths {
@@ -87,7 +88,7 @@ pub(crate) async fn send_garbage(
             continue;
         };
         let queue = path.queue();
-        let topic = topic_for(&queue);
+        let topic = path.topic(run);
         let stranger: Option<Uuid> =
             sqlx::query_scalar("SELECT job_id FROM jobs WHERE queue <> $1 LIMIT 1")
                 .bind(&queue)

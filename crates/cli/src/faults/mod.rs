@@ -22,7 +22,8 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgPool};
 use uuid::Uuid;
 
-use crate::brokers::{BrokerArgs, BrokerKind, topic_for};
+use crate::brokers::{BrokerArgs, BrokerKind};
+use crate::shutdown::cancel_on_signal;
 use crate::database::redact;
 use checks::Expected;
 use fleet::{Fleet, ProcessSpec, Role};
@@ -44,6 +45,9 @@ pub(crate) struct FaultArgs {
     /// Seconds of faults; jobs are enqueued over the first 70 % of them.
     #[arg(long, default_value_t = 60)]
     fault_seconds: u64,
+    /// Jobs each worker runs at once.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    worker_concurrency: u32,
     /// Milliseconds between SIGKILLs of a worker or relay (0: no kills).
     #[arg(long, default_value_t = 2000)]
     kill_every_ms: u64,
@@ -98,6 +102,13 @@ impl FaultPath {
         format!("faults_{}", self.name())
     }
 
+    /// The broker topic of this path's queue in run `run`: a topic of its
+    /// own per run, so that what an earlier run left on a broker (a backlog,
+    /// stale wake-ups) cannot slow this one down or pass for its traffic.
+    pub(crate) fn topic(self, run: &str) -> String {
+        format!("jobwire-faults-{}-{run}", self.name())
+    }
+
     /// The broker carrying this path's wake-ups; `None` for PostgreSQL.
     pub(crate) fn broker(self) -> Option<BrokerKind> {
         match self {
@@ -150,6 +161,8 @@ struct ScenarioDatabase {
     admin: PgConnectOptions,
     name: String,
     url: String,
+    /// This run's id (the end of the database's name), in its topics.
+    run: String,
 }
 
 impl ScenarioDatabase {
@@ -173,6 +186,7 @@ impl ScenarioDatabase {
         url.set_path(&format!("/{name}"));
         Ok(ScenarioDatabase {
             admin,
+            run: name[name.len() - 8..].to_owned(),
             name,
             url: url.to_string(),
         })
@@ -197,7 +211,15 @@ pub(crate) async fn run(server_url: &str, args: FaultArgs) -> Result<()> {
     }
     args.validate()?;
     let database = ScenarioDatabase::create(server_url).await?;
-    let outcome = run_scenario(&database, &args).await;
+    // Ctrl-C or SIGTERM drops the scenario, and with it the fleet: every
+    // child process is killed, none is left behind.
+    let interrupted = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(cancel_on_signal(interrupted.clone()));
+    let outcome = tokio::select! {
+        outcome = run_scenario(&database, &args) => outcome,
+        _ = interrupted.cancelled() => Err(anyhow::anyhow!("interrupted")),
+    };
+    remove_topics(&args, &database.run).await;
     if !args.keep_database
         && let Err(err) = database.drop_database().await
     {
@@ -218,10 +240,34 @@ pub(crate) async fn run(server_url: &str, args: FaultArgs) -> Result<()> {
     Ok(())
 }
 
+/// Delete this run's topics from every broker (best effort: a broker that
+/// cannot be reached keeps them, and says so).
+async fn remove_topics(args: &FaultArgs, run: &str) {
+    for path in args.paths() {
+        let Some(kind) = path.broker() else { continue };
+        let topic = path.topic(run);
+        let removed = match args.brokers.transport(kind).await {
+            Ok(Some(transport)) => {
+                let removed = transport.delete_topic(&topic).await.map_err(anyhow::Error::from);
+                let _ = transport.close().await;
+                removed
+            }
+            Ok(None) => Ok(()),
+            Err(err) => Err(err),
+        };
+        if let Err(err) = removed {
+            eprintln!("could not delete topic {topic} from {}: {err:#}", path.name());
+        }
+    }
+}
+
 async fn run_scenario(database: &ScenarioDatabase, args: &FaultArgs) -> Result<Report> {
     let paths = args.paths();
+    // Connections: 8 for each of the eight workers and 3 for each of the
+    // three relays (all four paths), 4 here and 2 for the enqueuer: 79,
+    // within PostgreSQL's default limit of 100.
     let pool = PgPoolOptions::new()
-        .max_connections(8)
+        .max_connections(4)
         .connect(&database.url)
         .await
         .with_context(|| format!("cannot connect to {}", database.name))?;
@@ -229,7 +275,7 @@ async fn run_scenario(database: &ScenarioDatabase, args: &FaultArgs) -> Result<R
     sqlx::raw_sql(checks::INSTRUMENTS).execute(&pool).await?;
     for path in &paths {
         if path.broker().is_some() {
-            let topic = topic_for(&path.queue());
+            let topic = path.topic(&database.run);
             jobwire_core::set_queue_dispatch(&pool, &path.queue(), &Dispatch::Broker { topic })
                 .await?;
         }
@@ -241,7 +287,11 @@ async fn run_scenario(database: &ScenarioDatabase, args: &FaultArgs) -> Result<R
     };
     std::fs::create_dir_all(&log_dir)
         .with_context(|| format!("cannot create {}", log_dir.display()))?;
-    let mut fleet = Fleet::start(fleet_specs(&paths), child_env(args, database), &log_dir)?;
+    let mut fleet = Fleet::start(
+        fleet_specs(&paths, args.worker_concurrency, &database.run),
+        child_env(args, database),
+        &log_dir,
+    )?;
 
     let plans: Vec<_> = paths
         .iter()
@@ -270,7 +320,7 @@ async fn run_scenario(database: &ScenarioDatabase, args: &FaultArgs) -> Result<R
         schedule(args, &paths, fault_window),
         args.services.clone(),
         paths.clone(),
-        args.brokers.clone(),
+        (args.brokers.clone(), database.run.clone()),
         start,
     ));
 
@@ -439,7 +489,7 @@ async fn recheck(server_url: &str, database: &str, args: &FaultArgs) -> Result<(
 /// Two workers per path and one relay per broker path, each a `jobwire`
 /// process with short leases and quick maintenance, so that every fault
 /// resolves within seconds.
-fn fleet_specs(paths: &[FaultPath]) -> Vec<ProcessSpec> {
+fn fleet_specs(paths: &[FaultPath], concurrency: u32, run: &str) -> Vec<ProcessSpec> {
     let mut specs = Vec::new();
     for path in paths {
         let queue = path.queue();
@@ -447,9 +497,9 @@ fn fleet_specs(paths: &[FaultPath]) -> Vec<ProcessSpec> {
             let mut args: Vec<String> = [
                 "worker",
                 "--pool-size",
-                "5",
+                "8",
                 "--queue",
-                format!("{queue}=16").as_str(),
+                format!("{queue}={concurrency}").as_str(),
                 "--lease-ms",
                 "2000",
                 "--sweep-interval-ms",
@@ -487,11 +537,11 @@ fn fleet_specs(paths: &[FaultPath]) -> Vec<ProcessSpec> {
                 args: [
                     "relay",
                     "--pool-size",
-                    "4",
+                    "3",
                     "--transport",
                     path.name(),
                     "--only-topics",
-                    topic_for(&queue).as_str(),
+                    path.topic(run).as_str(),
                     "--poll-ms",
                     "250",
                 ]
@@ -569,7 +619,7 @@ async fn disrupt(
     plan: Vec<(Duration, Disruption)>,
     services: PathBuf,
     paths: Vec<FaultPath>,
-    brokers: BrokerArgs,
+    (brokers, run): (BrokerArgs, String),
     start: Instant,
 ) -> (Vec<FaultRecord>, usize) {
     let queues: Vec<String> = paths.iter().map(|path| path.queue()).collect();
@@ -592,7 +642,7 @@ async fn disrupt(
             ),
             Disruption::Garbage => (
                 "garbage on every wake-up channel".to_owned(),
-                disruptions::send_garbage(&pool, &paths, &brokers)
+                disruptions::send_garbage(&pool, &paths, &brokers, &run)
                     .await
                     .map(|sent| garbage = sent),
             ),
