@@ -351,6 +351,7 @@ async fn run_scenario(database: &ScenarioDatabase, args: &FaultArgs) -> Result<R
         .max()
         .unwrap_or_default();
     let drain_deadline = Instant::now() + Duration::from_secs(args.drain_timeout_s);
+    let mut jobs_done_at = None;
     let drained = loop {
         fleet.tend()?;
         let (open, outbox): (i64, i64) = sqlx::query_as(
@@ -359,6 +360,9 @@ async fn run_scenario(database: &ScenarioDatabase, args: &FaultArgs) -> Result<R
         )
         .fetch_one(&pool)
         .await?;
+        if open == 0 && jobs_done_at.is_none() {
+            jobs_done_at = Some(start.elapsed());
+        }
         if open == 0 && outbox == 0 {
             break true;
         }
@@ -421,6 +425,8 @@ async fn run_scenario(database: &ScenarioDatabase, args: &FaultArgs) -> Result<R
         last_fault_at_s: last_fault_at.as_secs_f64(),
         drained,
         drain_after_last_fault_s: drain_after_last_fault.as_secs_f64(),
+        jobs_done_after_last_fault_s: jobs_done_at
+            .map(|at| at.saturating_sub(last_fault_at).as_secs_f64()),
         checks,
     })
 }
@@ -488,7 +494,8 @@ async fn recheck(server_url: &str, database: &str, args: &FaultArgs) -> Result<(
 
 /// Two workers per path and one relay per broker path, each a `jobwire`
 /// process with short leases and quick maintenance, so that every fault
-/// resolves within seconds.
+/// resolves within seconds (a lost wake-up within the reconciler's 10 s
+/// grace, or the safety net's 20 s).
 fn fleet_specs(paths: &[FaultPath], concurrency: u32, run: &str) -> Vec<ProcessSpec> {
     let mut specs = Vec::new();
     for path in paths {
@@ -504,12 +511,16 @@ fn fleet_specs(paths: &[FaultPath], concurrency: u32, run: &str) -> Vec<ProcessS
                 "2000",
                 "--sweep-interval-ms",
                 "500",
+                // A grace longer than a loaded broker's delivery time: each
+                // re-wake is one more message, and a grace shorter than the
+                // backlog's wait re-wakes every waiting job again and again
+                // (seen against the SQS emulator, which then slowed further).
                 "--reconcile-grace-s",
-                "2",
-                "--reconcile-interval-ms",
-                "1000",
-                "--safety-net-after-s",
                 "10",
+                "--reconcile-interval-ms",
+                "2000",
+                "--safety-net-after-s",
+                "20",
                 "--backoff-base-ms",
                 "200",
                 "--backoff-max-ms",

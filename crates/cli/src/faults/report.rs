@@ -58,6 +58,9 @@ pub(crate) struct Report {
     pub(crate) drained: bool,
     /// From the end of the last fault to every job terminal and the outbox empty.
     pub(crate) drain_after_last_fault_s: f64,
+    /// From the end of the last fault to every job terminal (the outbox may
+    /// still hold wake-ups for finished jobs); `None` if they never were.
+    pub(crate) jobs_done_after_last_fault_s: Option<f64>,
     pub(crate) checks: Vec<Check>,
 }
 
@@ -105,17 +108,21 @@ impl Report {
             );
         }
         let _ = writeln!(out, "  {} garbage messages sent", self.garbage_messages);
+        let jobs_done = match self.jobs_done_after_last_fault_s {
+            Some(after) => format!("every job terminal {after:.1} s later"),
+            None => "jobs still open".to_owned(),
+        };
         if self.drained {
             let _ = writeln!(
                 out,
-                "  last fault ended at {:.1} s; every job terminal and the outbox empty {:.1} s later",
+                "  last fault ended at {:.1} s; {jobs_done}, the outbox empty {:.1} s later",
                 self.last_fault_at_s, self.drain_after_last_fault_s
             );
         } else {
             let _ = writeln!(
                 out,
-                "  NOT DRAINED: jobs still open {:.1} s after the last fault",
-                self.drain_after_last_fault_s
+                "  NOT DRAINED {:.1} s after the last fault (at {:.1} s): {jobs_done}, wake-ups still in the outbox",
+                self.drain_after_last_fault_s, self.last_fault_at_s
             );
         }
         for crash in &self.crashes {
