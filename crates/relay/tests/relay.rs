@@ -506,7 +506,11 @@ async fn a_slow_broker_gets_smaller_batches_and_the_outbox_still_drains(pool: Pg
     wait_for_empty_outbox(&pool, Duration::from_secs(10)).await;
     let report = relay.stop().await;
     let distinct: HashSet<i64> = received.iter().map(|(_, id)| *id).collect();
-    assert_eq!(distinct, ids.iter().copied().collect(), "every row published");
+    assert_eq!(
+        distinct,
+        ids.iter().copied().collect(),
+        "every row published"
+    );
     assert!(
         report.slow_publishes >= 2,
         "100 rows, then 50, outlast the budget: {report:?}"

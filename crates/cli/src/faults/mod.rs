@@ -23,8 +23,8 @@ use sqlx::{ConnectOptions, Connection, PgPool};
 use uuid::Uuid;
 
 use crate::brokers::{BrokerArgs, BrokerKind};
-use crate::shutdown::cancel_on_signal;
 use crate::database::redact;
+use crate::shutdown::cancel_on_signal;
 use checks::Expected;
 use fleet::{Fleet, ProcessSpec, Role};
 use report::{FaultRecord, Kills, Report};
@@ -248,7 +248,10 @@ async fn remove_topics(args: &FaultArgs, run: &str) {
         let topic = path.topic(run);
         let removed = match args.brokers.transport(kind).await {
             Ok(Some(transport)) => {
-                let removed = transport.delete_topic(&topic).await.map_err(anyhow::Error::from);
+                let removed = transport
+                    .delete_topic(&topic)
+                    .await
+                    .map_err(anyhow::Error::from);
                 let _ = transport.close().await;
                 removed
             }
@@ -256,7 +259,10 @@ async fn remove_topics(args: &FaultArgs, run: &str) {
             Err(err) => Err(err),
         };
         if let Err(err) = removed {
-            eprintln!("could not delete topic {topic} from {}: {err:#}", path.name());
+            eprintln!(
+                "could not delete topic {topic} from {}: {err:#}",
+                path.name()
+            );
         }
     }
 }
