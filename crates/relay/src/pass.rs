@@ -195,6 +195,7 @@ impl Relay {
         let (mut failed_ids, mut failed_errors, mut failed_delays) =
             (Vec::new(), Vec::new(), Vec::new());
         let (mut dead_ids, mut dead_errors) = (Vec::new(), Vec::new());
+        let mut first_failure: Option<(i64, &str, i32, String)> = None;
         for (row, result) in rows.iter().zip(results) {
             let key = row.message_key.as_deref();
             match result {
@@ -212,7 +213,10 @@ impl Relay {
                         continue; // an outage is no row's fault
                     }
                     let error = err.to_string();
-                    tracing::warn!(outbox_id = row.id, topic = %row.topic, attempt = row.attempts + 1, %error, "publish failed");
+                    if first_failure.is_none() {
+                        first_failure =
+                            Some((row.id, row.topic.as_str(), row.attempts + 1, error.clone()));
+                    }
                     if row.attempts + 1 >= self.config.max_attempts {
                         dead_ids.push(row.id);
                         dead_errors.push(error);
@@ -227,6 +231,18 @@ impl Relay {
                     }
                 }
             }
+        }
+        // One line per pass, not per row: a broker refusing a whole batch
+        // would otherwise write hundreds of lines a second.
+        if let Some((outbox_id, topic, attempt, error)) = first_failure {
+            tracing::warn!(
+                rows = failed_ids.len() + dead_ids.len(),
+                outbox_id,
+                topic,
+                attempt,
+                %error,
+                "publish failed (the first failed row shown)"
+            );
         }
         outcome.broker_down = broker_down;
         outcome.published = published.len();
