@@ -82,7 +82,7 @@ async fn every_check_holds_through_kills_restarts_pauses_and_garbage() {
         "{shown}"
     );
     assert!(
-        report["load"]["retried_batches"].as_u64().unwrap() > 0,
+        report["load"]["failed_enqueue_attempts"].as_u64().unwrap() > 0,
         "PostgreSQL restarts while jobs are enqueued: {shown}"
     );
     assert!(

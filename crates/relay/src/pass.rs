@@ -23,6 +23,8 @@ pub struct PassOutcome {
     pub moved_aside: usize,
     /// Every claimed row failed as unavailable: the broker is down.
     pub broker_down: bool,
+    /// The pass claimed as many rows as it asked for: there is probably more.
+    pub full: bool,
 }
 
 #[derive(sqlx::FromRow)]
@@ -75,6 +77,8 @@ impl Relay {
 
     /// One pass over the rows due now (in `shards` when ordering by key).
     pub(crate) async fn pass(&self, shards: Option<&[i64]>) -> Result<PassOutcome, RelayError> {
+        // Read once: another drain task may resize the batch meanwhile.
+        let batch = self.batch_size();
         let mut tx = self.pool.begin().await?;
         sqlx::query(include_str!("../sql/idle_in_transaction_timeout.sql"))
             .bind(format!(
@@ -86,14 +90,14 @@ impl Relay {
         let rows: Vec<OutboxRow> = match (shards, self.config.ordering) {
             (Some(held), KeyOrdering::PerKey { shards }) => {
                 sqlx::query_as(include_str!("../sql/claim_due_ordered.sql"))
-                    .bind(self.batch_size() as i64)
+                    .bind(batch as i64)
                     .bind(i64::from(shards))
                     .bind(held)
                     .fetch_all(&mut *tx)
                     .await?
             }
             _ => {
-                let batch = self.batch_size() as i64;
+                let batch = batch as i64;
                 match &self.config.lane {
                     TopicLane::All => {
                         sqlx::query_as(include_str!("../sql/claim_due.sql"))
@@ -147,10 +151,12 @@ impl Relay {
                 ..PassOutcome::default()
             });
         };
-        if started.elapsed() < budget / 4 {
+        let full = rows.len() >= batch;
+        if full && started.elapsed() < budget / 4 {
             self.grow_batch();
         }
-        let outcome = self.settle(&mut tx, &rows, results).await?;
+        let mut outcome = self.settle(&mut tx, &rows, results).await?;
+        outcome.full = full;
         tx.commit().await?;
 
         self.stats.passes.fetch_add(1, Ordering::Relaxed);
@@ -279,8 +285,8 @@ impl Relay {
         smaller
     }
 
-    /// Double the batch back towards `config.batch_size` after a pass that
-    /// published well within its budget.
+    /// Double the batch back towards `config.batch_size` after a full pass
+    /// that published well within its budget.
     fn grow_batch(&self) {
         let current = self.batch_size();
         if current < self.config.batch_size {

@@ -58,7 +58,7 @@ impl Relay {
             total.failed += outcome.failed;
             total.moved_aside += outcome.moved_aside;
             total.broker_down |= outcome.broker_down;
-            if outcome.claimed < self.batch_size() || outcome.broker_down {
+            if !outcome.full || outcome.broker_down {
                 return Ok(total);
             }
         }
@@ -153,7 +153,7 @@ impl Relay {
                 }
                 Ok(outcome) => {
                     backoff.reset();
-                    if outcome.claimed >= self.batch_size() {
+                    if outcome.full {
                         continue; // a full batch: there is probably more
                     }
                     let pause = self.idle_pause().await;

@@ -48,6 +48,10 @@ pub(crate) struct WorkerArgs {
     /// Do not run the wake-up reconciler in this process.
     #[arg(long)]
     no_reconciler: bool,
+    /// Do not run retention (moving finished jobs to jobs_history, trimming
+    /// the side tables) in this process.
+    #[arg(long)]
+    no_retention: bool,
     /// Seconds a due job of a broker queue may wait for its wake-up before
     /// the reconciler re-wakes it.
     #[arg(long, default_value_t = 60)]
@@ -143,7 +147,7 @@ pub(crate) async fn serve(pool: PgPool, args: WorkerArgs, with_relay: bool) -> R
             interval: Duration::from_millis(args.sweep_interval_ms),
             ..SweeperConfig::default()
         }),
-        retention: Some(RetentionConfig::default()),
+        retention: (!args.no_retention).then(RetentionConfig::default),
         reconciler: (!args.no_reconciler).then(|| ReconcilerConfig {
             grace: Duration::from_secs(args.reconcile_grace_s),
             interval: Duration::from_millis(args.reconcile_interval_ms),

@@ -19,6 +19,9 @@ use crate::brokers::{BrokerArgs, BrokerKind};
 pub(crate) async fn restart_service(script: &Path, service: &str) -> Result<()> {
     let output = tokio::process::Command::new(script)
         .args(["restart", service])
+        // A group of its own: Ctrl-C at the terminal stops `jobwire faults`,
+        // not a restart half done (a service left stopped).
+        .process_group(0)
         .output()
         .await
         .with_context(|| format!("cannot run {}", script.display()))?;
@@ -43,15 +46,19 @@ pub(crate) async fn pause_and_resume(
     queues: &[String],
     hold: Duration,
 ) -> Result<()> {
-    for queue in queues {
-        jobwire_core::set_queue_paused(pool, queue, true).await?;
+    let paused = pause_for(pool, queues, hold).await;
+    // Resumed whatever happened above: a queue left paused would hold the
+    // run until its drain timeout and hide the real failure.
+    let mut resumed = Ok(());
+    for _ in 0..10 {
+        resumed = resume(pool, queues).await;
+        if resumed.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let from: DateTime<Utc> = sqlx::query_scalar("SELECT now()").fetch_one(pool).await?;
-    tokio::time::sleep(hold).await;
-    let to: DateTime<Utc> = sqlx::query_scalar("SELECT now()").fetch_one(pool).await?;
-    for queue in queues {
-        jobwire_core::set_queue_paused(pool, queue, false).await?;
-    }
+    let (from, to) = paused?;
+    resumed?;
     sqlx::query(
         "INSERT INTO fault_pauses (queue, from_at, to_at) SELECT unnest($1::text[]), $2, $3",
     )
@@ -61,6 +68,36 @@ pub(crate) async fn pause_and_resume(
     .execute(pool)
     .await?;
     Ok(())
+}
+
+async fn pause_for(
+    pool: &PgPool,
+    queues: &[String],
+    hold: Duration,
+) -> Result<(DateTime<Utc>, DateTime<Utc>)> {
+    for queue in queues {
+        jobwire_core::set_queue_paused(pool, queue, true).await?;
+    }
+    let from: DateTime<Utc> = sqlx::query_scalar("SELECT now()").fetch_one(pool).await?;
+    tokio::time::sleep(hold).await;
+    let to: DateTime<Utc> = sqlx::query_scalar("SELECT now()").fetch_one(pool).await?;
+    Ok((from, to))
+}
+
+async fn resume(pool: &PgPool, queues: &[String]) -> Result<()> {
+    for queue in queues {
+        jobwire_core::set_queue_paused(pool, queue, false).await?;
+    }
+    Ok(())
+}
+
+/// The server's start time: a restart that did not restart the server
+/// `DATABASE_URL` names (another cluster, a server in a container) must
+/// not pass for one.
+pub(crate) async fn postgres_started_at(pool: &PgPool) -> Result<DateTime<Utc>> {
+    Ok(sqlx::query_scalar("SELECT pg_postmaster_start_time()")
+        .fetch_one(pool)
+        .await?)
 }
 
 /// Send garbage down every path's wake-up channel: for broker paths, outbox

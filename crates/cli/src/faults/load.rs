@@ -91,8 +91,10 @@ pub(crate) struct LoadReport {
     pub(crate) enqueued: usize,
     /// Second enqueues that the database reported as duplicates of their key.
     pub(crate) duplicates_refused: usize,
-    /// Transactions that failed (the database restarting) and were sent again.
-    pub(crate) retried_batches: usize,
+    /// Enqueue transactions that failed (the database restarting, or no
+    /// connection to be had) and were sent again; one batch can count
+    /// several times.
+    pub(crate) failed_enqueue_attempts: usize,
 }
 
 /// Jobs per transaction: what a busy service's enqueue batches look like.
@@ -129,7 +131,7 @@ pub(crate) async fn enqueue_all(
             let end = (sent + BATCH).min(due);
             let batch: Vec<NewJob> = order[sent..end].iter().map(|p| p.job.clone()).collect();
             let (failures, _) = enqueue_batch(&pool, &batch).await?;
-            report.retried_batches += failures;
+            report.failed_enqueue_attempts += failures;
             // The second enqueue of a duplicated job, in its own statement:
             // its key must turn it into a no-op.
             let again: Vec<NewJob> = order[sent..end]
@@ -139,7 +141,7 @@ pub(crate) async fn enqueue_all(
                 .collect();
             if !again.is_empty() {
                 let (failures, duplicates) = enqueue_batch(&pool, &again).await?;
-                report.retried_batches += failures;
+                report.failed_enqueue_attempts += failures;
                 report.duplicates_refused += duplicates;
             }
             sent = end;

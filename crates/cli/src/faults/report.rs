@@ -85,8 +85,8 @@ impl Report {
         );
         let _ = writeln!(
             out,
-            "  enqueued {} jobs ({} duplicate enqueues refused by their key, {} batches sent again after a failed commit)",
-            self.load.enqueued, self.load.duplicates_refused, self.load.retried_batches
+            "  enqueued {} jobs ({} duplicate enqueues refused by their key; {} enqueue attempts failed and were sent again)",
+            self.load.enqueued, self.load.duplicates_refused, self.load.failed_enqueue_attempts
         );
         let _ = writeln!(
             out,
