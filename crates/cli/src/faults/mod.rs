@@ -8,27 +8,28 @@
 //! `cargo test` runs test binaries one after another).
 
 mod checks;
+mod database;
 mod disruptions;
 mod fleet;
 mod load;
 mod report;
+mod timeline;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use jobwire_core::Dispatch;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, Connection, PgPool};
+use sqlx::postgres::PgPoolOptions;
 use tokio_util::task::AbortOnDropHandle;
-use uuid::Uuid;
 
 use crate::brokers::{BrokerArgs, BrokerKind};
-use crate::database::redact;
 use crate::shutdown::cancel_on_signal;
 use checks::Expected;
+use database::{ScenarioDatabase, database_url};
 use fleet::{Fleet, ProcessSpec, Role};
-use report::{FaultRecord, Kills, Report};
+use report::{Kills, Report};
+use timeline::Disrupter;
 
 #[derive(clap::Args)]
 pub(crate) struct FaultArgs {
@@ -128,9 +129,6 @@ const ENQUEUE_SHARE: f64 = 0.7;
 /// Workers per path: one can die while the other carries on.
 const WORKERS_PER_PATH: usize = 2;
 
-/// How long the queues stay paused.
-const PAUSE_FOR: Duration = Duration::from_secs(3);
-
 impl FaultArgs {
     fn validate(&self) -> Result<()> {
         if self.jobs_per_path < 20 {
@@ -160,54 +158,6 @@ impl FaultArgs {
             }
         }
         paths
-    }
-}
-
-/// The scenario's own database, created beside the one `server_url` names.
-struct ScenarioDatabase {
-    admin: PgConnectOptions,
-    name: String,
-    url: String,
-    /// This run's id (the end of the database's name), in its topics.
-    run: String,
-}
-
-impl ScenarioDatabase {
-    async fn create(server_url: &str) -> Result<ScenarioDatabase> {
-        let options: PgConnectOptions = server_url
-            .parse()
-            .with_context(|| format!("invalid database URL {}", redact(server_url)))?;
-        let admin = options.clone().database("postgres");
-        let name = format!("jobwire_faults_{}", Uuid::now_v7().simple());
-        let mut connection = admin
-            .connect()
-            .await
-            .with_context(|| format!("cannot connect to PostgreSQL at {}", redact(server_url)))?;
-        // The name is made of hex digits above: nothing to quote.
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut connection)
-            .await?;
-        let _ = connection.close().await;
-        let mut url = url::Url::parse(server_url)
-            .with_context(|| format!("invalid database URL {}", redact(server_url)))?;
-        url.set_path(&format!("/{name}"));
-        Ok(ScenarioDatabase {
-            admin,
-            run: name[name.len() - 8..].to_owned(),
-            name,
-            url: url.to_string(),
-        })
-    }
-
-    async fn drop_database(&self) -> Result<()> {
-        let mut connection = self.admin.connect().await?;
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.name
-        )))
-        .execute(&mut connection)
-        .await?;
-        Ok(())
     }
 }
 
@@ -329,14 +279,15 @@ async fn run_scenario(database: &ScenarioDatabase, args: &FaultArgs) -> Result<R
         plans,
         fault_window.mul_f64(ENQUEUE_SHARE),
     )));
-    let disruptions = AbortOnDropHandle::new(tokio::spawn(disrupt(
-        pool.clone(),
-        schedule(args, &paths, fault_window),
-        args.services.clone(),
-        paths.clone(),
-        (args.brokers.clone(), database.run.clone()),
-        start,
-    )));
+    let disrupter = Disrupter {
+        pool: pool.clone(),
+        services: args.services.clone(),
+        paths: paths.clone(),
+        brokers: args.brokers.clone(),
+        run: database.run.clone(),
+    };
+    let plan = timeline::schedule(!args.no_restarts, &paths, fault_window);
+    let disruptions = AbortOnDropHandle::new(tokio::spawn(disrupter.run(plan, start)));
 
     let kill_every = Duration::from_millis(args.kill_every_ms);
     let mut next_kill = start + kill_every;
@@ -469,12 +420,9 @@ fn expected_keys(plans: &[Vec<load::PlannedJob>]) -> (Vec<String>, Vec<String>) 
 /// plan is rebuilt from the same --paths and --jobs-per-path). For looking
 /// at a failed run after the fact, and for testing the checks themselves.
 async fn recheck(server_url: &str, database: &str, args: &FaultArgs) -> Result<()> {
-    let mut url = url::Url::parse(server_url)
-        .with_context(|| format!("invalid database URL {}", redact(server_url)))?;
-    url.set_path(&format!("/{database}"));
     let pool = PgPoolOptions::new()
         .max_connections(1)
-        .connect(url.as_str())
+        .connect(&database_url(server_url, database)?)
         .await
         .with_context(|| format!("cannot connect to {database}"))?;
     let plans: Vec<_> = args
@@ -495,14 +443,7 @@ async fn recheck(server_url: &str, database: &str, args: &FaultArgs) -> Result<(
     if args.json {
         println!("{}", serde_json::to_string_pretty(&checks)?);
     } else {
-        for check in &checks {
-            println!(
-                "{:<55}{:>10}  {}",
-                check.name,
-                check.violations,
-                check.examples.join("; ")
-            );
-        }
+        print!("{}", report::checks_table(&checks));
     }
     if failed > 0 {
         bail!("{failed} check(s) failed");
@@ -602,114 +543,4 @@ fn child_env(args: &FaultArgs, database: &ScenarioDatabase) -> Vec<(String, Stri
             std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
         ),
     ]
-}
-
-/// Restart PostgreSQL and make sure it was this scenario's server that
-/// restarted.
-async fn restart_postgres(pool: &PgPool, services: &Path) -> Result<()> {
-    let before = disruptions::postgres_started_at(pool).await?;
-    disruptions::restart_service(services, "postgres").await?;
-    let mut after = disruptions::postgres_started_at(pool).await;
-    for _ in 0..20 {
-        if after.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        after = disruptions::postgres_started_at(pool).await;
-    }
-    if after? == before {
-        bail!(
-            "the restart did not restart the PostgreSQL server this scenario uses (it started at {before} and still reports that time)"
-        );
-    }
-    Ok(())
-}
-
-/// A fault besides the kills.
-#[derive(Debug, Clone)]
-enum Disruption {
-    Restart(&'static str),
-    PauseAndResume,
-    Garbage,
-}
-
-/// When each fault happens, as a share of the fault window: spread out so
-/// that each one meets jobs in flight and the system between two faults is
-/// never quite at rest.
-fn schedule(
-    args: &FaultArgs,
-    paths: &[FaultPath],
-    window: Duration,
-) -> Vec<(Duration, Disruption)> {
-    let mut plan = Vec::new();
-    let restarts = !args.no_restarts;
-    if restarts && paths.contains(&FaultPath::Rabbitmq) {
-        plan.push((0.10, Disruption::Restart("rabbitmq")));
-    }
-    plan.push((0.20, Disruption::Garbage));
-    if restarts && paths.contains(&FaultPath::Kafka) {
-        plan.push((0.28, Disruption::Restart("kafka")));
-    }
-    // PostgreSQL while jobs are still being enqueued: the enqueuer must
-    // ride it out too.
-    if restarts {
-        plan.push((0.45, Disruption::Restart("postgres")));
-    }
-    plan.push((0.58, Disruption::PauseAndResume));
-    if restarts && paths.contains(&FaultPath::Sqs) {
-        plan.push((0.75, Disruption::Restart("sqs")));
-    }
-    plan.into_iter()
-        .map(|(share, disruption)| (window.mul_f64(share), disruption))
-        .collect()
-}
-
-/// Run the scheduled faults in order, each at its time (or as soon as the
-/// one before it is over). A fault that fails is recorded, not fatal: the
-/// report says it did not happen.
-async fn disrupt(
-    pool: PgPool,
-    plan: Vec<(Duration, Disruption)>,
-    services: PathBuf,
-    paths: Vec<FaultPath>,
-    (brokers, run): (BrokerArgs, String),
-    start: Instant,
-) -> (Vec<FaultRecord>, usize) {
-    let queues: Vec<String> = paths.iter().map(|path| path.queue()).collect();
-    let mut records = Vec::new();
-    let mut garbage = 0;
-    for (at, disruption) in plan {
-        tokio::time::sleep_until((start + at).into()).await;
-        let began = start.elapsed();
-        let (what, outcome) = match &disruption {
-            Disruption::Restart("postgres") => (
-                "restart postgres".to_owned(),
-                restart_postgres(&pool, &services).await,
-            ),
-            Disruption::Restart(service) => (
-                format!("restart {service}"),
-                disruptions::restart_service(&services, service).await,
-            ),
-            Disruption::PauseAndResume => (
-                format!(
-                    "pause every queue for {} s, then resume",
-                    PAUSE_FOR.as_secs()
-                ),
-                disruptions::pause_and_resume(&pool, &queues, PAUSE_FOR).await,
-            ),
-            Disruption::Garbage => (
-                "garbage on every wake-up channel".to_owned(),
-                disruptions::send_garbage(&pool, &paths, &brokers, &run)
-                    .await
-                    .map(|sent| garbage = sent),
-            ),
-        };
-        records.push(FaultRecord {
-            what,
-            at_s: began.as_secs_f64(),
-            took_s: (start.elapsed() - began).as_secs_f64(),
-            error: outcome.err().map(|err| format!("{err:#}")),
-        });
-    }
-    (records, garbage)
 }

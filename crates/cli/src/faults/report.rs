@@ -132,23 +132,8 @@ impl Report {
                 crash.process, crash.status, crash.log_tail
             );
         }
-        let _ = writeln!(
-            out,
-            "\n  check                                                  violations"
-        );
-        for check in &self.checks {
-            let _ = writeln!(
-                out,
-                "  {:<55}{:>10}{}",
-                check.name,
-                check.violations,
-                if check.passed() {
-                    String::new()
-                } else {
-                    format!("  e.g. {}", check.examples.join("; "))
-                }
-            );
-        }
+        out.push('\n');
+        out.push_str(&checks_table(&self.checks));
         let _ = writeln!(
             out,
             "\n  {}; logs in {}",
@@ -161,4 +146,28 @@ impl Report {
         );
         out
     }
+}
+
+/// The checks as a table: name, violations, and a few examples of each
+/// failed one.
+pub(crate) fn checks_table(checks: &[Check]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "  check                                                  violations"
+    );
+    for check in checks {
+        let _ = writeln!(
+            out,
+            "  {:<55}{:>10}{}",
+            check.name,
+            check.violations,
+            if check.passed() {
+                String::new()
+            } else {
+                format!("  e.g. {}", check.examples.join("; "))
+            }
+        );
+    }
+    out
 }
