@@ -151,15 +151,19 @@ impl Report {
 /// The checks as a table: name, violations, and a few examples of each
 /// failed one.
 pub(crate) fn checks_table(checks: &[Check]) -> String {
+    // As wide as the longest name, so the counts line up.
+    let width = checks
+        .iter()
+        .map(|check| check.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max("check".len());
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "  check                                                  violations"
-    );
+    let _ = writeln!(out, "  {:<width$}  violations", "check");
     for check in checks {
         let _ = writeln!(
             out,
-            "  {:<55}{:>10}{}",
+            "  {:<width$}{:>12}{}",
             check.name,
             check.violations,
             if check.passed() {
