@@ -346,7 +346,7 @@ async fn retries_poison_and_cancel(connect: PgConnectOptions, broker: Broker) {
     wait_for_state(&setup.pool, long, JobState::Running, WAIT)
         .await
         .unwrap();
-    jobwire_core::request_cancel(&setup.pool, long)
+    jobwire_core::request_cancel(&setup.pool, long, "test")
         .await
         .unwrap();
     let flaky = wait_for_state(&setup.pool, flaky, JobState::Succeeded, WAIT)

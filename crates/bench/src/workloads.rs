@@ -81,7 +81,7 @@ pub async fn end_to_end(
                     .bind(&orders)
                     .execute(&mut *tx)
                     .await?;
-                jobwire_core::Enqueuer::default()
+                jobwire_core::Enqueuer
                     .enqueue_many_on(&mut tx, &jobs)
                     .await?;
                 tx.commit().await?;

@@ -278,7 +278,7 @@ pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
         .expect("demo has a long export");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout_s);
     wait_for(&pool, export, deadline, |state| state == JobState::Running).await?;
-    let cancel = jobwire_core::request_cancel(&pool, export).await?;
+    let cancel = jobwire_core::request_cancel(&pool, export, "demo").await?;
     println!("cancel requested for the running export: {cancel:?}");
 
     // 5. Wait for every job to finish.

@@ -60,6 +60,9 @@ enum Command {
     Cancel {
         /// Job id.
         job_id: Uuid,
+        /// Who is cancelling (recorded in job_audit).
+        #[arg(long, env = "USER", default_value = "operator")]
+        actor: String,
     },
     /// List dead letters (FAILED jobs) grouped by job type and error code.
     DeadLetters,
@@ -123,7 +126,7 @@ async fn run(command: Command, pool: PgPool) -> Result<()> {
         Command::Migrate => cmd::migrate::migrate(&pool).await?,
         Command::Enqueue(args) => cmd::enqueue::enqueue(&pool, args).await?,
         Command::Status { job_id, json } => cmd::status::status(&pool, job_id, json).await?,
-        Command::Cancel { job_id } => cmd::cancel::cancel(&pool, job_id).await?,
+        Command::Cancel { job_id, actor } => cmd::cancel::cancel(&pool, job_id, &actor).await?,
         Command::DeadLetters => cmd::dead_letters::dead_letters(&pool).await?,
         Command::Replay(args) => cmd::replay::replay(&pool, args).await?,
         Command::Worker(args) => cmd::worker::serve(pool, args, false).await?,

@@ -165,7 +165,9 @@ async fn cancelling_a_running_job_reaches_its_handler(pool: PgPool) {
     let job_id = enqueue(&pool, NewJob::new("long", json!({})).with_queue("work")).await;
     let worker = RunningWorker::start(&pool, registry, test_worker_config("work", 2));
     assert_eq!(started.recv().await, Some(job_id));
-    jobwire_core::request_cancel(&pool, job_id).await.unwrap();
+    jobwire_core::request_cancel(&pool, job_id, "test")
+        .await
+        .unwrap();
     // Observed at the next heartbeat (lease / 3 = 500 ms here).
     assert_eq!(seen.recv().await, Some(Some(CancelReason::Requested)));
     let status = wait_for_state(&pool, job_id, JobState::Cancelled, WAIT)

@@ -4,6 +4,8 @@
 -- A NULL job_id means the key is held by a transaction that committed while
 -- this statement ran; the caller retries those rows with a fresh snapshot.
 -- Wake-ups (outbox row or NOTIFY) are written by the jobs_wake_inserted trigger.
+-- A payload over job_settings.max_payload_bytes (the one limit every enqueue
+-- path reads) fails the whole statement with SQLSTATE JW413: nothing is written.
 WITH input AS (
     SELECT *
     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::jsonb[],
@@ -13,11 +15,16 @@ WITH input AS (
 ),
 inserted AS (
     INSERT INTO jobs (job_id, queue, job_type, priority, payload, max_attempts, run_after, dedup_key)
-    SELECT job_id, queue, job_type, priority, payload, max_attempts,
-           coalesce(run_at, now() + coalesce(delay_ms, 0) * interval '1 millisecond'),
-           dedup_key
-    FROM input
-    ORDER BY ord
+    SELECT i.job_id, i.queue, i.job_type, i.priority, i.payload, i.max_attempts,
+           coalesce(i.run_at, now() + coalesce(i.delay_ms, 0) * interval '1 millisecond'),
+           i.dedup_key
+    FROM input i
+    LEFT JOIN job_settings s ON true
+    WHERE CASE WHEN octet_length(i.payload::text) > coalesce(s.max_payload_bytes, 1048576)
+               THEN jobwire_reject_payload(octet_length(i.payload::text),
+                                           coalesce(s.max_payload_bytes, 1048576))
+               ELSE true END
+    ORDER BY i.ord
     ON CONFLICT (job_type, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
     RETURNING job_id, job_type, dedup_key, state, run_after
 )

@@ -1,7 +1,7 @@
 -- Operator replay of dead-lettered (FAILED) jobs: back to QUEUED with attempts
 -- reset, one audit row per job. Filters are optional: one job ($1), or a group
--- by type ($2), error code ($3) and finished since ($4); at most $5 jobs.
--- $6 actor, $7 reason. The generation is never reset, so fencing still holds
+-- by type ($2), error code ($3), finished since ($4) and until ($8); at most
+-- $5 jobs. $6 actor, $7 reason. The generation is never reset, so fencing still holds
 -- against any worker of an earlier life of the job.
 WITH target AS (
     SELECT job_id
@@ -11,6 +11,7 @@ WITH target AS (
       AND ($2::text IS NULL OR job_type = $2)
       AND ($3::text IS NULL OR last_error_code = $3)
       AND ($4::timestamptz IS NULL OR finished_at >= $4)
+      AND ($8::timestamptz IS NULL OR finished_at <= $8)
     ORDER BY finished_at, job_id
     LIMIT $5
     FOR UPDATE SKIP LOCKED

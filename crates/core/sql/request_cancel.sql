@@ -1,7 +1,8 @@
 -- Cancel a job: QUEUED / RETRY_WAIT end CANCELLED at once; RUNNING becomes
 -- CANCEL_REQUESTED (the worker sees it at its next heartbeat). Returns the
 -- state before and after; `after_state` is NULL when nothing changed
--- (unknown job, already CANCEL_REQUESTED, or finished).
+-- (unknown job, already CANCEL_REQUESTED, or finished). A change is recorded
+-- in job_audit with actor $2.
 WITH target AS (
     SELECT job_id, state FROM jobs WHERE job_id = $1 FOR UPDATE
 ),
@@ -15,7 +16,12 @@ changed AS (
     FROM target t
     WHERE j.job_id = t.job_id
       AND t.state IN ('QUEUED', 'RETRY_WAIT', 'RUNNING')
-    RETURNING j.state
+    RETURNING j.job_id, j.state
+),
+audited AS (
+    INSERT INTO job_audit (job_id, action, actor, details)
+    SELECT c.job_id, 'cancel', $2, jsonb_build_object('from_state', t.state, 'to_state', c.state)
+    FROM changed c, target t
 )
 SELECT t.state AS before_state, c.state AS after_state
 FROM target t

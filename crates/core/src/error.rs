@@ -130,13 +130,27 @@ impl From<sqlx::Error> for Error {
         // Check violations (including the state-machine trigger, which raises
         // one) are verdicts about the data, not outages: give them their own
         // variant so callers do not retry them.
-        if let sqlx::Error::Database(db) = &err
-            && db.code().as_deref() == Some("23514")
-        {
-            return Error::ConstraintViolation {
-                constraint: db.constraint().unwrap_or("check").to_owned(),
-                message: db.message().to_owned(),
-            };
+        if let sqlx::Error::Database(db) = &err {
+            match db.code().as_deref() {
+                Some("23514") => {
+                    return Error::ConstraintViolation {
+                        constraint: db.constraint().unwrap_or("check").to_owned(),
+                        message: db.message().to_owned(),
+                    };
+                }
+                // The schema's own verdicts on an enqueue (jobwire_enqueue,
+                // the payload limit of every enqueue statement).
+                Some(code @ ("JW400" | "JW413")) => {
+                    let detail = db
+                        .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+                        .and_then(|pg| pg.detail())
+                        .unwrap_or_default();
+                    if let Some(error) = enqueue_verdict(code, detail, db.message()) {
+                        return error;
+                    }
+                }
+                _ => {}
+            }
         }
         match err {
             sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => {
@@ -147,5 +161,63 @@ impl From<sqlx::Error> for Error {
             }
             err => Error::Database(err),
         }
+    }
+}
+
+/// The typed error for a verdict the schema raised on an enqueue: JW400 names
+/// the field in its DETAIL, JW413 gives "<size> <limit>".
+fn enqueue_verdict(code: &str, detail: &str, message: &str) -> Option<Error> {
+    const FIELDS: [&str; 6] = [
+        "job_type",
+        "queue",
+        "priority",
+        "max_attempts",
+        "dedup_key",
+        "payload",
+    ];
+    match code {
+        "JW400" => {
+            let field = FIELDS.into_iter().find(|field| *field == detail)?;
+            let reason = message
+                .strip_prefix("invalid job: ")
+                .and_then(|rest| rest.strip_prefix(field))
+                .and_then(|rest| rest.strip_prefix(": "))
+                .unwrap_or(message);
+            Some(Error::InvalidJob {
+                field,
+                reason: reason.to_owned(),
+            })
+        }
+        "JW413" => {
+            let (size, limit) = detail.split_once(' ')?;
+            Some(Error::PayloadTooLarge {
+                size: size.parse().ok()?,
+                limit: limit.parse().ok()?,
+            })
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_verdicts_become_typed_errors() {
+        match enqueue_verdict("JW413", "70000 65536", "payload is ...") {
+            Some(Error::PayloadTooLarge { size, limit }) => {
+                assert_eq!((size, limit), (70000, 65536))
+            }
+            other => panic!("{other:?}"),
+        }
+        match enqueue_verdict("JW400", "queue", "invalid job: queue: must not be empty") {
+            Some(Error::InvalidJob { field, reason }) => {
+                assert_eq!((field, reason.as_str()), ("queue", "must not be empty"))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(enqueue_verdict("JW400", "no_such_field", "x").is_none());
+        assert!(enqueue_verdict("JW413", "garbage", "x").is_none());
     }
 }

@@ -485,6 +485,52 @@ pub struct DeadLetterGroup {
     pub first_failed_at: Option<DateTime<Utc>>,
     /// Newest failure in the group.
     pub last_failed_at: Option<DateTime<Utc>>,
+    /// The newest failure's message.
+    pub sample_error: Option<String>,
+}
+
+/// Which jobs a listing shows (every filter optional), and where its page
+/// starts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobFilter {
+    /// Only jobs in this state.
+    pub state: Option<JobState>,
+    /// Only jobs of this queue.
+    pub queue: Option<String>,
+    /// Only jobs of this type.
+    pub job_type: Option<String>,
+    /// Only jobs older than this one (the last id of the previous page).
+    pub before: Option<Uuid>,
+}
+
+/// One queue as an operator sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
+pub struct QueueOverview {
+    /// The queue.
+    pub queue: String,
+    /// `postgres` or `broker`.
+    pub dispatch: String,
+    /// The broker topic of a broker-dispatched queue.
+    pub topic: Option<String>,
+    /// Whether claims are paused.
+    pub paused: bool,
+    /// Jobs QUEUED.
+    pub queued: i64,
+    /// Jobs RUNNING.
+    pub running: i64,
+    /// Jobs RETRY_WAIT.
+    pub retry_wait: i64,
+    /// Jobs CANCEL_REQUESTED.
+    pub cancel_requested: i64,
+    /// Jobs SUCCEEDED, still in the hot table.
+    pub succeeded: i64,
+    /// Jobs FAILED (dead letters).
+    pub failed: i64,
+    /// Jobs CANCELLED, still in the hot table.
+    pub cancelled: i64,
+    /// Seconds since the oldest due, claimable job became due (none: no
+    /// job is waiting).
+    pub oldest_runnable_age_s: Option<f64>,
 }
 
 #[cfg(test)]

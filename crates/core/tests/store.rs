@@ -626,20 +626,37 @@ async fn bad_input_is_rejected_before_anything_is_written(pool: PgPool) {
         .unwrap();
     assert_eq!(count, 0);
 
-    // The limit is configurable; the error names both sizes.
-    let small = jobwire_core::Enqueuer {
-        max_payload_bytes: 16,
-    };
-    let err = small
-        .enqueue(
-            &pool,
-            &NewJob::new("noop", json!({"k": "0123456789abcdef"})),
-        )
+    // The limit is a database setting; the error names both sizes, and a
+    // batch with one oversized payload writes nothing.
+    jobwire_core::set_max_payload_bytes(&pool, 16)
         .await
-        .unwrap_err();
+        .unwrap();
+    assert_eq!(jobwire_core::max_payload_bytes(&pool).await.unwrap(), 16);
+    let batch = vec![
+        NewJob::new("noop", json!({})),
+        NewJob::new("noop", json!({"k": "0123456789abcdef"})),
+    ];
+    let err = jobwire_core::enqueue_many(&pool, &batch).await.unwrap_err();
     assert!(
-        matches!(err, Error::PayloadTooLarge { limit: 16, .. }),
+        matches!(
+            err,
+            Error::PayloadTooLarge {
+                size: 25,
+                limit: 16
+            }
+        ),
         "{err}"
+    );
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(count, 0);
+    assert!(jobwire_core::set_max_payload_bytes(&pool, 0).await.is_err());
+    assert!(
+        jobwire_core::set_max_payload_bytes(&pool, jobwire_core::PAYLOAD_CEILING_BYTES + 1)
+            .await
+            .is_err()
     );
 }
 
@@ -648,7 +665,9 @@ async fn cancel_each_kind_of_job(pool: PgPool) {
     // Queued: CANCELLED at once, never claimed.
     let queued = enqueue(&pool, NewJob::new("noop", json!({})).with_queue("q1")).await;
     assert_eq!(
-        jobwire_core::request_cancel(&pool, queued).await.unwrap(),
+        jobwire_core::request_cancel(&pool, queued, "test")
+            .await
+            .unwrap(),
         RequestCancelOutcome::Cancelled
     );
     assert_eq!(state(&pool, queued).await, JobState::Cancelled);
@@ -663,11 +682,15 @@ async fn cancel_each_kind_of_job(pool: PgPool) {
     let running = enqueue(&pool, NewJob::new("noop", json!({}))).await;
     let claimed = claim_one(&pool, "w1").await;
     assert_eq!(
-        jobwire_core::request_cancel(&pool, running).await.unwrap(),
+        jobwire_core::request_cancel(&pool, running, "test")
+            .await
+            .unwrap(),
         RequestCancelOutcome::CancelRequested
     );
     assert_eq!(
-        jobwire_core::request_cancel(&pool, running).await.unwrap(),
+        jobwire_core::request_cancel(&pool, running, "test")
+            .await
+            .unwrap(),
         RequestCancelOutcome::AlreadyRequested
     );
     let beat = jobwire_core::heartbeat(&pool, "w1", claimed.lease, LEASE)
@@ -688,7 +711,7 @@ async fn cancel_each_kind_of_job(pool: PgPool) {
     );
 
     // Finished: a clear error, nothing changes.
-    let err = jobwire_core::request_cancel(&pool, running)
+    let err = jobwire_core::request_cancel(&pool, running, "test")
         .await
         .unwrap_err();
     assert!(
@@ -701,7 +724,7 @@ async fn cancel_each_kind_of_job(pool: PgPool) {
         ),
         "{err}"
     );
-    let err = jobwire_core::request_cancel(&pool, Uuid::now_v7())
+    let err = jobwire_core::request_cancel(&pool, Uuid::now_v7(), "test")
         .await
         .unwrap_err();
     assert_eq!(err.code(), "NOT_FOUND");
@@ -711,7 +734,7 @@ async fn cancel_each_kind_of_job(pool: PgPool) {
 async fn a_cancel_request_on_a_running_job_wins_over_a_retry(pool: PgPool) {
     enqueue(&pool, NewJob::new("noop", json!({}))).await;
     let claimed = claim_one(&pool, "w1").await;
-    jobwire_core::request_cancel(&pool, claimed.lease.job_id)
+    jobwire_core::request_cancel(&pool, claimed.lease.job_id, "test")
         .await
         .unwrap();
     // The handler failed before it saw the request: the job is still cancelled.
@@ -755,7 +778,7 @@ async fn the_sweeper_returns_expired_leases_by_the_lifecycle(pool: PgPool) {
             .await
             .unwrap();
     }
-    jobwire_core::request_cancel(&pool, cancelling)
+    jobwire_core::request_cancel(&pool, cancelling, "test")
         .await
         .unwrap();
     for job_id in [retry, exhausted, cancelling] {
@@ -921,7 +944,9 @@ async fn waiting_jobs_cancel_at_once_and_finished_work_is_recorded_as_done(pool:
     .await
     .unwrap();
     assert_eq!(
-        jobwire_core::request_cancel(&pool, waiting).await.unwrap(),
+        jobwire_core::request_cancel(&pool, waiting, "test")
+            .await
+            .unwrap(),
         RequestCancelOutcome::Cancelled
     );
     assert_eq!(state(&pool, waiting).await, JobState::Cancelled);
@@ -932,7 +957,9 @@ async fn waiting_jobs_cancel_at_once_and_finished_work_is_recorded_as_done(pool:
     let claimed = jobwire_core::claim_batch(&pool, "q2", "w1", 1, LEASE)
         .await
         .unwrap();
-    jobwire_core::request_cancel(&pool, done).await.unwrap();
+    jobwire_core::request_cancel(&pool, done, "test")
+        .await
+        .unwrap();
     assert_eq!(
         jobwire_core::complete(&pool, "w1", claimed[0].lease)
             .await

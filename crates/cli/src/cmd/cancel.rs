@@ -4,8 +4,8 @@ use anyhow::Result;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-pub(crate) async fn cancel(pool: &PgPool, job_id: Uuid) -> Result<()> {
-    let outcome = jobwire_core::request_cancel(pool, job_id).await?;
+pub(crate) async fn cancel(pool: &PgPool, job_id: Uuid, actor: &str) -> Result<()> {
+    let outcome = jobwire_core::request_cancel(pool, job_id, actor).await?;
     println!(
         "{job_id}: {}",
         serde_json::to_value(outcome)?.as_str().unwrap_or("?")

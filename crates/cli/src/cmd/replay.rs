@@ -1,14 +1,19 @@
 //! `jobwire replay`: its arguments and replaying dead-lettered jobs.
 
 use anyhow::{Result, bail};
+use chrono::{DateTime, Utc};
 use jobwire_core::ReplayFilter;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+/// Rows per statement of a group replay: each batch is its own short
+/// transaction, so no replay holds locks on many rows for long.
+pub(crate) const REPLAY_BATCH: i64 = 1000;
+
 #[derive(clap::Args)]
 pub(crate) struct ReplayArgs {
     /// Replay this one job.
-    #[arg(conflicts_with_all = ["job_type", "error_code"])]
+    #[arg(conflicts_with_all = ["job_type", "error_code", "since", "until", "limit"])]
     job_id: Option<Uuid>,
     /// Replay FAILED jobs of this type.
     #[arg(long)]
@@ -16,9 +21,16 @@ pub(crate) struct ReplayArgs {
     /// Replay FAILED jobs whose last error has this code.
     #[arg(long)]
     error_code: Option<String>,
-    /// Most jobs replayed by a group replay.
-    #[arg(long, default_value_t = 1000)]
-    limit: i64,
+    /// Only jobs that failed at or after this RFC 3339 time.
+    #[arg(long)]
+    since: Option<DateTime<Utc>>,
+    /// Only jobs that failed at or before this RFC 3339 time (default: now,
+    /// so jobs that fail again during the replay are not replayed twice).
+    #[arg(long)]
+    until: Option<DateTime<Utc>>,
+    /// Most jobs a group replay requeues (default: every match).
+    #[arg(long)]
+    limit: Option<i64>,
     /// Who is replaying (recorded in job_audit).
     #[arg(long, env = "USER", default_value = "operator")]
     actor: String,
@@ -39,10 +51,22 @@ pub(crate) async fn replay(pool: &PgPool, args: ReplayArgs) -> Result<()> {
     let filter = ReplayFilter {
         job_type: args.job_type,
         error_code: args.error_code,
-        since: None,
-        limit: args.limit,
+        since: args.since,
+        until: args.until,
+        limit: args.limit.unwrap_or(i64::MAX),
     };
-    let replayed = jobwire_core::replay_dead(pool, &filter, &args.actor, &args.reason).await?;
-    println!("{} jobs replayed", replayed.len());
+    let replay = jobwire_core::replay_dead_in_batches(
+        pool,
+        &filter,
+        REPLAY_BATCH,
+        &args.actor,
+        &args.reason,
+    )
+    .await?;
+    println!(
+        "{} jobs replayed (failed until {})",
+        replay.requeued,
+        replay.until.to_rfc3339()
+    );
     Ok(())
 }

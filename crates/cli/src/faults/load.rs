@@ -176,7 +176,7 @@ async fn enqueue_batch(pool: &PgPool, batch: &[NewJob]) -> Result<(usize, usize)
 async fn try_enqueue(pool: &PgPool, batch: &[NewJob]) -> Result<usize> {
     let mut tx = pool.begin().await?;
     // The non-generic form: this future runs on a spawned task.
-    let enqueued = Enqueuer::default().enqueue_many_on(&mut tx, batch).await?;
+    let enqueued = Enqueuer.enqueue_many_on(&mut tx, batch).await?;
     tx.commit().await?;
     Ok(enqueued.iter().filter(|job| job.duplicate).count())
 }

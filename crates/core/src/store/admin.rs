@@ -1,8 +1,10 @@
 //! Operator views and dead-letter replay: job status, dead-letter groups, replay.
 
+use std::time::{Duration, Instant};
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use sqlx::{Acquire, PgExecutor, Postgres};
+use sqlx::{Acquire, PgExecutor, PgPool, Postgres};
 use uuid::Uuid;
 
 use crate::{DeadLetterGroup, Error, JobStatus, Result};
@@ -16,6 +18,10 @@ pub struct ReplayFilter {
     pub error_code: Option<String>,
     /// Only jobs that failed at or after this time.
     pub since: Option<DateTime<Utc>>,
+    /// Only jobs that failed at or before this time. A batched replay
+    /// ([`replay_dead_in_batches`]) without one uses the database's clock at
+    /// its start, so asking again with the same `until` requeues nothing new.
+    pub until: Option<DateTime<Utc>>,
     /// At most this many jobs per call.
     pub limit: i64,
 }
@@ -26,6 +32,7 @@ impl Default for ReplayFilter {
             job_type: None,
             error_code: None,
             since: None,
+            until: None,
             limit: 1000,
         }
     }
@@ -65,9 +72,71 @@ async fn replay<'c, E: PgExecutor<'c>>(
             .bind(filter.limit)
             .bind(actor)
             .bind(reason)
+            .bind(filter.until)
             .fetch_all(executor)
             .await?,
     )
+}
+
+/// What a batched replay did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkReplay {
+    /// Jobs requeued, each with its own `job_audit` row.
+    pub requeued: u64,
+    /// Statements (each its own short transaction) it took.
+    pub batches: u32,
+    /// The longest of them: the most time any row lock was held.
+    pub longest_batch: Duration,
+    /// The `until` bound it used (the filter's, or the database's clock at
+    /// its start).
+    pub until: DateTime<Utc>,
+}
+
+/// Replay every dead letter `filter` matches (`filter.limit` caps the total)
+/// in batches of `batch_size`, each a statement of its own (committed on its
+/// own), so a million matching rows never make one long transaction or hold
+/// their locks for long. Each replay is audited as in [`replay_dead`]. Rows a
+/// concurrent replay has locked are skipped, not waited for.
+pub async fn replay_dead_in_batches(
+    pool: &PgPool,
+    filter: &ReplayFilter,
+    batch_size: i64,
+    actor: &str,
+    reason: &str,
+) -> Result<BulkReplay> {
+    if batch_size < 1 {
+        return Err(Error::InvalidArgument {
+            argument: "batch_size",
+            reason: format!("must be at least 1, got {batch_size}"),
+        });
+    }
+    let until = match filter.until {
+        Some(until) => until,
+        None => sqlx::query_scalar("SELECT now()").fetch_one(pool).await?,
+    };
+    let mut report = BulkReplay {
+        requeued: 0,
+        batches: 0,
+        longest_batch: Duration::ZERO,
+        until,
+    };
+    let total = filter.limit.max(0);
+    while (report.requeued as i64) < total {
+        let batch = ReplayFilter {
+            until: Some(until),
+            limit: batch_size.min(total - report.requeued as i64),
+            ..filter.clone()
+        };
+        let started = Instant::now();
+        let replayed = replay(pool, None, &batch, actor, reason).await?;
+        report.longest_batch = report.longest_batch.max(started.elapsed());
+        report.batches += 1;
+        report.requeued += replayed.len() as u64;
+        if (replayed.len() as i64) < batch.limit {
+            break;
+        }
+    }
+    Ok(report)
 }
 
 /// Replay one dead-lettered job. [`Error::WrongState`] when it is not FAILED,

@@ -15,13 +15,25 @@ struct CancelRow {
 /// Cancel a job: QUEUED / RETRY_WAIT become CANCELLED at once, RUNNING becomes
 /// CANCEL_REQUESTED (its worker cancels the handler at the next heartbeat).
 /// A finished job is [`Error::AlreadyFinished`]; an unknown one [`Error::NotFound`].
-pub async fn request_cancel<'a, A>(conn: A, job_id: Uuid) -> Result<RequestCancelOutcome>
+/// A change is recorded in `job_audit` with `actor` (who asked).
+pub async fn request_cancel<'a, A>(
+    conn: A,
+    job_id: Uuid,
+    actor: &str,
+) -> Result<RequestCancelOutcome>
 where
     A: Acquire<'a, Database = Postgres>,
 {
+    if actor.trim().is_empty() {
+        return Err(Error::InvalidArgument {
+            argument: "actor",
+            reason: "a cancel must name who asked for it".into(),
+        });
+    }
     let mut conn = conn.acquire().await?;
     let row: Option<CancelRow> = sqlx::query_as(include_str!("../../sql/request_cancel.sql"))
         .bind(job_id)
+        .bind(actor)
         .fetch_optional(&mut *conn)
         .await?;
     let Some(row) = row else {

@@ -5,7 +5,6 @@ use serde_json::Value;
 use sqlx::{Acquire, PgConnection, Postgres};
 use uuid::Uuid;
 
-use super::MAX_PAYLOAD_BYTES;
 use crate::{EnqueuedJob, Error, JobState, NewJob, Result};
 
 /// Longest job type, queue name or dedup key accepted.
@@ -15,20 +14,21 @@ const MAX_DEDUP_KEY_LEN: usize = 1024;
 /// committed while it ran, before giving up with [`Error::DedupContention`].
 const DEDUP_RESOLVE_ROUNDS: usize = 3;
 
-/// Enqueue with explicit limits. [`enqueue`] and [`enqueue_many`] use the defaults.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Enqueuer {
-    /// Largest accepted payload, serialized, in bytes.
-    pub max_payload_bytes: usize,
-}
-
-impl Default for Enqueuer {
-    fn default() -> Self {
-        Enqueuer {
-            max_payload_bytes: MAX_PAYLOAD_BYTES,
-        }
-    }
-}
+/// The enqueue: [`Enqueuer::validate`] checks a job before anything is
+/// written, [`Enqueuer::enqueue_many`] writes. [`enqueue`] and
+/// [`enqueue_many`] are shorthands.
+///
+/// The payload limit is not checked here but by the database, against
+/// `job_settings.max_payload_bytes` (see [`set_max_payload_bytes`]): the one
+/// limit the Rust library, the SQL function `jobwire_enqueue` and the HTTP
+/// API all read. An oversized payload fails the statement with
+/// [`Error::PayloadTooLarge`] and writes nothing (inside a caller's
+/// transaction, that transaction is then aborted, as after any failed
+/// statement).
+///
+/// [`set_max_payload_bytes`]: crate::set_max_payload_bytes
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Enqueuer;
 
 /// Columns of a validated batch, ready to bind as arrays.
 #[derive(Default)]
@@ -54,7 +54,9 @@ struct EnqueueRow {
 }
 
 impl Enqueuer {
-    /// Check a job before anything is written.
+    /// Check a job before anything is written (everything but the payload
+    /// size, which the database checks). `jobwire_enqueue` in SQL applies
+    /// the same rules; a test runs one table of cases through both.
     pub fn validate(&self, job: &NewJob) -> Result<()> {
         fn name(field: &'static str, value: &str) -> Result<()> {
             if value.trim().is_empty() {
@@ -99,18 +101,6 @@ impl Enqueuer {
             return Err(Error::InvalidJob {
                 field: "dedup_key",
                 reason: format!("must be 1 to {MAX_DEDUP_KEY_LEN} bytes"),
-            });
-        }
-        let size = serde_json::to_vec(&job.payload)
-            .map_err(|err| Error::InvalidJob {
-                field: "payload",
-                reason: err.to_string(),
-            })?
-            .len();
-        if size > self.max_payload_bytes {
-            return Err(Error::PayloadTooLarge {
-                size,
-                limit: self.max_payload_bytes,
             });
         }
         Ok(())
@@ -233,7 +223,7 @@ pub async fn enqueue<'a, A>(conn: A, job: &NewJob) -> Result<EnqueuedJob>
 where
     A: Acquire<'a, Database = Postgres>,
 {
-    Enqueuer::default().enqueue(conn, job).await
+    Enqueuer.enqueue(conn, job).await
 }
 
 /// Enqueue many jobs in one statement with the default limits.
@@ -242,5 +232,5 @@ pub async fn enqueue_many<'a, A>(conn: A, jobs: &[NewJob]) -> Result<Vec<Enqueue
 where
     A: Acquire<'a, Database = Postgres>,
 {
-    Enqueuer::default().enqueue_many(conn, jobs).await
+    Enqueuer.enqueue_many(conn, jobs).await
 }

@@ -15,8 +15,14 @@ mod lease;
 mod maintenance;
 mod outbox;
 mod queues;
+mod settings;
+mod tokens;
+mod views;
 
-pub use admin::{ReplayFilter, dead_letter_groups, job_status, replay_dead, replay_dead_job};
+pub use admin::{
+    BulkReplay, ReplayFilter, dead_letter_groups, job_status, replay_dead, replay_dead_in_batches,
+    replay_dead_job,
+};
 pub use cancel::request_cancel;
 pub use enqueue::{Enqueuer, enqueue, enqueue_many};
 pub use lease::{
@@ -29,12 +35,19 @@ pub use maintenance::{
 };
 pub use outbox::{OutboxDeadGroup, OutboxReplayFilter, outbox_dead_groups, replay_outbox_dead};
 pub use queues::{queue_dispatch, resume_queue, set_queue_dispatch, set_queue_paused};
+pub use settings::{PAYLOAD_CEILING_BYTES, max_payload_bytes, set_max_payload_bytes};
+pub use tokens::{
+    ApiToken, CreatedToken, Scope, authenticate_api_token, create_api_token, list_api_tokens,
+    revoke_api_token,
+};
+pub use views::{list_jobs, queue_overview};
 
 /// The LISTEN/NOTIFY channel PostgreSQL-path workers listen on. The payload of
 /// each notification is the queue that has new claimable work.
 pub const WAKE_CHANNEL: &str = "jobwire_jobs";
 
-/// Default payload limit: payloads carry ids, not objects.
+/// The payload limit a new database starts with (`job_settings`): payloads
+/// carry ids, not objects. Change it with [`set_max_payload_bytes`].
 pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
 
 fn millis(duration: Duration) -> i64 {

@@ -1,0 +1,273 @@
+//! API tokens: created with a secret shown once, stored as a SHA-256 of
+//! that secret, checked in constant time.
+//!
+//! A token reads `jw_<token id>_<secret>`: 16 hex digits that find the row,
+//! then 64 hex digits (32 random bytes) that prove possession. The secret
+//! is random, not chosen by a person, so a plain SHA-256 is enough to keep
+//! a copy of the table from being a copy of the tokens (a slow password
+//! hash protects guessable secrets, which these are not).
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use sqlx::PgExecutor;
+use subtle::ConstantTimeEq;
+
+use crate::{Error, Result};
+
+/// What a token may do. Each scope includes the ones before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// Look: jobs, queues, dead letters, metrics.
+    Read,
+    /// Also enqueue and cancel jobs.
+    Write,
+    /// Also act on many jobs or a whole queue: dead-letter retry, pause, resume.
+    Admin,
+}
+
+impl Scope {
+    /// The spelling stored in `job_api_tokens.scope` and used on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Read => "read",
+            Scope::Write => "write",
+            Scope::Admin => "admin",
+        }
+    }
+
+    /// Whether a token of this scope may make a call that needs `required`.
+    pub fn allows(self, required: Scope) -> bool {
+        self >= required
+    }
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl FromStr for Scope {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "read" => Ok(Scope::Read),
+            "write" => Ok(Scope::Write),
+            "admin" => Ok(Scope::Admin),
+            other => Err(Error::InvalidArgument {
+                argument: "scope",
+                reason: format!("{other:?} is not one of read, write, admin"),
+            }),
+        }
+    }
+}
+
+/// A token as stored: never its secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiToken {
+    /// The public half of the token.
+    pub token_id: String,
+    /// Who it is: the actor recorded in `job_audit` for what it does.
+    pub name: String,
+    /// What it may do.
+    pub scope: Scope,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// When it was revoked, if it was.
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+#[derive(sqlx::FromRow)]
+struct TokenRow {
+    token_id: String,
+    name: String,
+    scope: String,
+    created_at: DateTime<Utc>,
+    revoked_at: Option<DateTime<Utc>>,
+}
+
+impl TryFrom<TokenRow> for ApiToken {
+    type Error = Error;
+
+    fn try_from(row: TokenRow) -> Result<Self> {
+        let scope = row
+            .scope
+            .parse()
+            .map_err(|_| Error::Decode(format!("unknown token scope {:?}", row.scope)))?;
+        Ok(ApiToken {
+            token_id: row.token_id,
+            name: row.name,
+            scope,
+            created_at: row.created_at,
+            revoked_at: row.revoked_at,
+        })
+    }
+}
+
+/// A token just created, with the secret that is shown this once.
+#[derive(Debug, Clone)]
+pub struct CreatedToken {
+    /// What is stored.
+    pub token: ApiToken,
+    /// The whole bearer token (`jw_<id>_<secret>`). Not stored anywhere.
+    pub secret: String,
+}
+
+const TOKEN_PREFIX: &str = "jw_";
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn sha256(secret: &str) -> [u8; 32] {
+    Sha256::digest(secret.as_bytes()).into()
+}
+
+/// Split a presented token into its id and secret, if it has the shape.
+fn parse_token(presented: &str) -> Option<(&str, &str)> {
+    let rest = presented.strip_prefix(TOKEN_PREFIX)?;
+    let (token_id, secret) = rest.split_once('_')?;
+    let is_hex = |s: &str, len: usize| {
+        s.len() == len && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    };
+    (is_hex(token_id, 16) && is_hex(secret, 64)).then_some((token_id, secret))
+}
+
+/// Create a token called `name` with `scope`. The returned secret is the
+/// only copy; the database keeps its SHA-256. A name may belong to one live
+/// token at a time ([`Error::InvalidArgument`] otherwise).
+pub async fn create_api_token<'c, E: PgExecutor<'c>>(
+    executor: E,
+    name: &str,
+    scope: Scope,
+) -> Result<CreatedToken> {
+    let valid_name = !name.is_empty()
+        && name.len() <= 64
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '-'));
+    if !valid_name {
+        return Err(Error::InvalidArgument {
+            argument: "name",
+            reason: "1 to 64 letters, digits and . _ @ -, starting with a letter or digit".into(),
+        });
+    }
+    let mut id_bytes = [0u8; 8];
+    let mut secret_bytes = [0u8; 32];
+    let mut rng = rand::rng();
+    rng.fill_bytes(&mut id_bytes);
+    rng.fill_bytes(&mut secret_bytes);
+    let token_id = hex(&id_bytes);
+    let secret = hex(&secret_bytes);
+    let row: TokenRow = sqlx::query_as(include_str!("../../sql/create_api_token.sql"))
+        .bind(&token_id)
+        .bind(name)
+        .bind(scope.as_str())
+        .bind(&sha256(&secret)[..])
+        .fetch_one(executor)
+        .await
+        .map_err(|err| match &err {
+            sqlx::Error::Database(db) if db.is_unique_violation() => Error::InvalidArgument {
+                argument: "name",
+                reason: format!("a live token is already called {name:?}; revoke it first"),
+            },
+            _ => Error::from(err),
+        })?;
+    Ok(CreatedToken {
+        token: row.try_into()?,
+        secret: format!("{TOKEN_PREFIX}{token_id}_{secret}"),
+    })
+}
+
+/// The live token `presented` is, or `None` for anything else: malformed,
+/// unknown, revoked, or a wrong secret (told apart nowhere, so a caller
+/// learns nothing from the answer). The secret's hash is compared in
+/// constant time.
+pub async fn authenticate_api_token<'c, E: PgExecutor<'c>>(
+    executor: E,
+    presented: &str,
+) -> Result<Option<ApiToken>> {
+    #[derive(sqlx::FromRow)]
+    struct Found {
+        #[sqlx(flatten)]
+        token: TokenRow,
+        secret_sha256: Vec<u8>,
+    }
+    let Some((token_id, secret)) = parse_token(presented) else {
+        return Ok(None);
+    };
+    let found: Option<Found> = sqlx::query_as(include_str!("../../sql/find_api_token.sql"))
+        .bind(token_id)
+        .fetch_optional(executor)
+        .await?;
+    let Some(found) = found else {
+        return Ok(None);
+    };
+    let matches: bool = sha256(secret).ct_eq(&found.secret_sha256[..]).into();
+    if !matches {
+        return Ok(None);
+    }
+    Ok(Some(found.token.try_into()?))
+}
+
+/// Every token, live ones first (never a secret or its hash).
+pub async fn list_api_tokens<'c, E: PgExecutor<'c>>(executor: E) -> Result<Vec<ApiToken>> {
+    let rows: Vec<TokenRow> = sqlx::query_as(include_str!("../../sql/list_api_tokens.sql"))
+        .fetch_all(executor)
+        .await?;
+    rows.into_iter().map(ApiToken::try_from).collect()
+}
+
+/// Revoke the live token called `name`: it stops working at once. Returns
+/// false when no live token has that name.
+pub async fn revoke_api_token<'c, E: PgExecutor<'c>>(executor: E, name: &str) -> Result<bool> {
+    let revoked: Option<String> =
+        sqlx::query_scalar(include_str!("../../sql/revoke_api_token.sql"))
+            .bind(name)
+            .fetch_optional(executor)
+            .await?;
+    Ok(revoked.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_well_formed_tokens_parse() {
+        let id = "0123456789abcdef";
+        let secret = "ab".repeat(32);
+        assert_eq!(
+            parse_token(&format!("jw_{id}_{secret}")),
+            Some((id, secret.as_str()))
+        );
+        for bad in [
+            String::new(),
+            format!("jx_{id}_{secret}"),
+            format!("jw_{id}{secret}"),
+            format!("jw_{}_{secret}", &id[1..]),
+            format!("jw_{id}_{}", &secret[1..]),
+            format!("jw_{id}_{}", secret.to_uppercase()),
+            format!("jw_{id}_{secret}_"),
+        ] {
+            assert_eq!(parse_token(&bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn scopes_include_the_ones_below() {
+        assert!(Scope::Admin.allows(Scope::Read));
+        assert!(Scope::Write.allows(Scope::Write));
+        assert!(!Scope::Read.allows(Scope::Write));
+        assert!(!Scope::Write.allows(Scope::Admin));
+        assert!("owner".parse::<Scope>().is_err());
+    }
+}

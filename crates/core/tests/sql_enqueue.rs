@@ -1,0 +1,348 @@
+//! `jobwire_enqueue`, the SQL function other languages enqueue with: the
+//! same rules as the Rust library (one table of cases through both), inside
+//! the caller's transaction, with dedup and wake-ups.
+
+use jobwire_core::{Dispatch, Error, NewJob};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// A job as both paths take it.
+#[derive(Clone)]
+struct Input {
+    job_type: &'static str,
+    payload: Value,
+    queue: &'static str,
+    priority: i32,
+    max_attempts: i32,
+    dedup_key: Option<String>,
+}
+
+fn input(job_type: &'static str) -> Input {
+    Input {
+        job_type,
+        payload: json!({}),
+        queue: "default",
+        priority: 0,
+        max_attempts: 25,
+        dedup_key: None,
+    }
+}
+
+/// What an enqueue came to: Ok, or the field / error code at fault.
+async fn through_rust(pool: &PgPool, input: &Input) -> Result<Uuid, String> {
+    let Ok(priority) = i16::try_from(input.priority) else {
+        // Rust's type cannot even hold it: the same verdict, by the compiler.
+        return Err("priority".into());
+    };
+    let mut job = NewJob::new(input.job_type, input.payload.clone())
+        .with_queue(input.queue)
+        .with_priority(priority)
+        .with_max_attempts(input.max_attempts);
+    if let Some(key) = &input.dedup_key {
+        job = job.with_dedup_key(key.clone());
+    }
+    match jobwire_core::enqueue(pool, &job).await {
+        Ok(enqueued) => Ok(enqueued.job_id),
+        Err(Error::InvalidJob { field, .. }) => Err(field.to_owned()),
+        Err(other) => Err(other.code().to_owned()),
+    }
+}
+
+async fn through_sql(pool: &PgPool, input: &Input) -> Result<Uuid, String> {
+    let result: Result<(Uuid, bool), sqlx::Error> = sqlx::query_as(
+        "SELECT job_id, duplicate FROM jobwire_enqueue($1, payload => $2, queue => $3,
+                priority => $4, max_attempts => $5, dedup_key => $6)",
+    )
+    .bind(input.job_type)
+    .bind(&input.payload)
+    .bind(input.queue)
+    .bind(input.priority)
+    .bind(input.max_attempts)
+    .bind(&input.dedup_key)
+    .fetch_one(pool)
+    .await;
+    match result.map_err(Error::from) {
+        Ok((job_id, _)) => Ok(job_id),
+        Err(Error::InvalidJob { field, .. }) => Err(field.to_owned()),
+        Err(other) => Err(other.code().to_owned()),
+    }
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn rust_and_sql_apply_the_same_rules(pool: PgPool) {
+    jobwire_core::set_max_payload_bytes(&pool, 64)
+        .await
+        .unwrap();
+    let cases: Vec<(&str, Input, Option<&str>)> = vec![
+        ("plain", input("send_email"), None),
+        ("empty type", input(""), Some("job_type")),
+        ("blank type", input("  \t"), Some("job_type")),
+        (
+            "long type",
+            Input {
+                job_type: Box::leak("t".repeat(256).into_boxed_str()),
+                ..input("x")
+            },
+            Some("job_type"),
+        ),
+        (
+            "type at the limit",
+            Input {
+                job_type: Box::leak("t".repeat(255).into_boxed_str()),
+                ..input("x")
+            },
+            None,
+        ),
+        (
+            "empty queue",
+            Input {
+                queue: "",
+                ..input("a")
+            },
+            Some("queue"),
+        ),
+        (
+            "blank queue",
+            Input {
+                queue: " ",
+                ..input("a")
+            },
+            Some("queue"),
+        ),
+        (
+            "no attempts",
+            Input {
+                max_attempts: 0,
+                ..input("a")
+            },
+            Some("max_attempts"),
+        ),
+        (
+            "negative attempts",
+            Input {
+                max_attempts: -1,
+                ..input("a")
+            },
+            Some("max_attempts"),
+        ),
+        (
+            "one attempt",
+            Input {
+                max_attempts: 1,
+                ..input("a")
+            },
+            None,
+        ),
+        (
+            "lowest priority",
+            Input {
+                priority: -32768,
+                ..input("a")
+            },
+            None,
+        ),
+        (
+            "highest priority",
+            Input {
+                priority: 32767,
+                ..input("a")
+            },
+            None,
+        ),
+        (
+            "priority over range",
+            Input {
+                priority: 32768,
+                ..input("a")
+            },
+            Some("priority"),
+        ),
+        (
+            "priority under range",
+            Input {
+                priority: -32769,
+                ..input("a")
+            },
+            Some("priority"),
+        ),
+        (
+            "empty key",
+            Input {
+                dedup_key: Some(String::new()),
+                ..input("a")
+            },
+            Some("dedup_key"),
+        ),
+        (
+            "long key",
+            Input {
+                dedup_key: Some("k".repeat(1025)),
+                ..input("a")
+            },
+            Some("dedup_key"),
+        ),
+        (
+            "key at the limit",
+            Input {
+                dedup_key: Some("k".repeat(1024)),
+                ..input("b")
+            },
+            None,
+        ),
+        (
+            "payload at the limit",
+            Input {
+                payload: json!({"k": "x".repeat(55)}),
+                ..input("a")
+            },
+            None,
+        ),
+        (
+            "payload over the limit",
+            Input {
+                payload: json!({"k": "x".repeat(56)}),
+                ..input("a")
+            },
+            Some("PAYLOAD_TOO_LARGE"),
+        ),
+        (
+            "null payload is JSON null",
+            Input {
+                payload: Value::Null,
+                ..input("a")
+            },
+            None,
+        ),
+    ];
+    for (name, case, expected) in &cases {
+        let rust = through_rust(&pool, case).await;
+        let sql = through_sql(&pool, case).await;
+        match expected {
+            None => assert!(
+                rust.is_ok() && sql.is_ok(),
+                "{name}: rust {rust:?}, sql {sql:?}"
+            ),
+            Some(field) => {
+                assert_eq!(
+                    rust.as_ref().err().map(String::as_str),
+                    Some(*field),
+                    "{name} (Rust)"
+                );
+                assert_eq!(
+                    sql.as_ref().err().map(String::as_str),
+                    Some(*field),
+                    "{name} (SQL)"
+                );
+            }
+        }
+    }
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn sql_enqueue_lives_and_dies_with_the_callers_transaction(pool: PgPool) {
+    let mut tx = pool.begin().await.unwrap();
+    sqlx::query("SELECT jobwire_enqueue('send_email', payload => '{\"userId\": 1}')")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(jobs, 0);
+
+    let mut tx = pool.begin().await.unwrap();
+    let (job_id, duplicate): (Uuid, bool) =
+        sqlx::query_as("SELECT * FROM jobwire_enqueue('send_email', dedup_key => 'welcome:1')")
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+    tx.commit().await.unwrap();
+    assert!(!duplicate);
+    assert_eq!(job_id.get_version_num(), 7, "a UUIDv7");
+    let job = jobwire_core::job_status(&pool, job_id).await.unwrap();
+    // The Rust library's defaults.
+    assert_eq!(
+        (job.queue.as_str(), job.priority, job.max_attempts),
+        ("default", 0, 25)
+    );
+    assert_eq!(job.payload, json!({}));
+
+    // The same key again, from SQL or from Rust: the existing job.
+    let (again, duplicate): (Uuid, bool) =
+        sqlx::query_as("SELECT * FROM jobwire_enqueue('send_email', dedup_key => 'welcome:1')")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!((again, duplicate), (job_id, true));
+    let from_rust = jobwire_core::enqueue(
+        &pool,
+        &NewJob::new("send_email", json!({})).with_dedup_key("welcome:1"),
+    )
+    .await
+    .unwrap();
+    assert_eq!((from_rust.job_id, from_rust.duplicate), (job_id, true));
+    let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(jobs, 1);
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn sql_enqueue_wakes_broker_queues_through_the_outbox(pool: PgPool) {
+    jobwire_core::set_queue_dispatch(
+        &pool,
+        "webhooks",
+        &Dispatch::Broker {
+            topic: "jobwire.webhooks".into(),
+        },
+    )
+    .await
+    .unwrap();
+    let (job_id, _): (Uuid, bool) = sqlx::query_as(
+        "SELECT * FROM jobwire_enqueue('deliver_webhook', queue => 'webhooks', priority => 2,
+                run_after => now() + interval '1 minute', max_attempts => 8)",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let (topic, key, available_in_s): (String, String, f64) = sqlx::query_as(
+        "SELECT topic, message_key, extract(epoch FROM available_at - now())::float8 FROM job_outbox",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (topic.as_str(), key),
+        ("jobwire.webhooks", job_id.to_string())
+    );
+    // Published when the job becomes due, not before.
+    assert!(available_in_s > 50.0, "{available_in_s}");
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn sql_job_ids_are_time_ordered(pool: PgPool) {
+    let mut ids: Vec<Uuid> = Vec::new();
+    for _ in 0..3 {
+        ids.push(
+            sqlx::query_scalar("SELECT jobwire_uuidv7()")
+                .fetch_one(&pool)
+                .await
+                .unwrap(),
+        );
+        // The next id in a later millisecond.
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    }
+    for id in &ids {
+        assert_eq!(id.get_version_num(), 7);
+        assert_eq!(id.get_variant(), uuid::Variant::RFC4122);
+    }
+    let now_ms = chrono::Utc::now().timestamp_millis() as u64;
+    let (secs, nanos) = ids[0].get_timestamp().unwrap().to_unix();
+    let id_ms = secs * 1000 + u64::from(nanos) / 1_000_000;
+    assert!(now_ms.abs_diff(id_ms) < 60_000, "{id_ms} vs {now_ms}");
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+}
