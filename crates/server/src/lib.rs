@@ -1,14 +1,18 @@
 //! jobwire-server: the composition point. A [`Node`] owns everything
 //! long-running in one process — the worker, any number of relay lanes, the
-//! maintenance loops (and, as they land, the HTTP API) — and starts and stops
-//! them together with one staged shutdown. `jobwire run`, the demo, the
+//! maintenance loops and the HTTP API — and starts and stops them together
+//! with one staged shutdown. `jobwire run`, the demo, the
 //! benchmark and the tests all build their processes with it; nothing else
 //! hand-wires cancellation tokens and join handles.
 #![warn(missing_docs)]
 
+mod api;
+mod http;
 mod node;
 mod report;
 
+pub use api::{openapi, router};
+pub use http::HttpServer;
 pub use node::{Node, NodeError, RunningNode};
 pub use report::NodeReport;
 

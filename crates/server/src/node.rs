@@ -12,7 +12,7 @@ use sqlx::PgPool;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::NodeReport;
+use crate::{HttpServer, NodeReport};
 
 /// Why a node could not start, or a part of it stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -35,18 +35,22 @@ pub enum NodeError {
         /// What went wrong.
         source: TransportError,
     },
+    /// The HTTP server stopped with an error.
+    #[error("the HTTP server failed: {0}")]
+    Http(#[from] std::io::Error),
     /// A part panicked (a bug): its message.
     #[error("a node task panicked: {0}")]
     Panicked(String),
 }
 
 /// Everything long-running in one process, composed: at most one
-/// [`Worker`], any number of [`Relay`] lanes, the [`Maintenance`] loops, and
-/// the transports to close at the end. Build it with the `with_*` methods,
+/// [`Worker`], any number of [`Relay`] lanes, the [`Maintenance`] loops, the
+/// HTTP API ([`HttpServer`]), and the transports to close at the end. Build it with the `with_*` methods,
 /// then [`Node::run`] it until a shutdown signal, or [`Node::start`] it and
 /// [`RunningNode::stop`] it later.
 ///
-/// Shutdown is staged, in the order the data flows back: the worker stops
+/// Shutdown is staged, in the order the data flows back: the HTTP API stops
+/// taking requests (those under way finish); the worker stops
 /// claiming, drains its running jobs under its shutdown timeout and flushes
 /// the last outcomes (whose wake-ups land in the outbox); then the relay
 /// lanes stop (a pass under way finishes its publish); then maintenance;
@@ -57,6 +61,7 @@ pub struct Node {
     worker: Option<Worker>,
     relays: Vec<Relay>,
     maintenance: Option<MaintenanceConfig>,
+    http: Option<HttpServer>,
     transports: Vec<Arc<dyn Transport>>,
 }
 
@@ -68,8 +73,15 @@ impl Node {
             worker: None,
             relays: Vec::new(),
             maintenance: None,
+            http: None,
             transports: Vec::new(),
         }
+    }
+
+    /// Serve the HTTP API.
+    pub fn with_http(mut self, server: HttpServer) -> Self {
+        self.http = Some(server);
+        self
     }
 
     /// Run this worker (one per node: it already serves many queues).
@@ -103,10 +115,17 @@ impl Node {
             Some(config) => Some(Maintenance::new(self.pool.clone(), config)?),
             None => None,
         };
+        let stop_http = CancellationToken::new();
         let stop_worker = CancellationToken::new();
         let stop_relays = CancellationToken::new();
         let stop_maintenance = CancellationToken::new();
         let failed = CancellationToken::new();
+        let http = self.http.map(|server| {
+            tokio::spawn(report_failure(
+                server.run(stop_http.clone()),
+                failed.clone(),
+            ))
+        });
         let worker = self.worker.map(|worker| {
             tokio::spawn(report_failure(
                 worker.run(stop_worker.clone()),
@@ -127,10 +146,12 @@ impl Node {
             .filter(|maintenance| !maintenance.is_empty())
             .map(|maintenance| tokio::spawn(maintenance.run(stop_maintenance.clone())));
         Ok(RunningNode {
+            stop_http,
             stop_worker,
             stop_relays,
             stop_maintenance,
             failed,
+            http,
             worker,
             relays,
             maintenance,
@@ -156,12 +177,14 @@ impl Node {
 /// A started [`Node`]. Dropping it without [`RunningNode::stop`] leaves its
 /// tasks running until the runtime ends.
 pub struct RunningNode {
+    stop_http: CancellationToken,
     stop_worker: CancellationToken,
     stop_relays: CancellationToken,
     stop_maintenance: CancellationToken,
-    /// Cancelled when the worker or a relay lane ends with an error before
-    /// shutdown (they only end early on an error).
+    /// Cancelled when the HTTP server, the worker or a relay lane ends with
+    /// an error before shutdown (they only end early on an error).
     failed: CancellationToken,
+    http: Option<JoinHandle<std::io::Result<()>>>,
     worker: Option<JoinHandle<Result<WorkerReport, WorkerError>>>,
     relays: Vec<JoinHandle<Result<RelayReport, RelayError>>>,
     maintenance: Option<JoinHandle<()>>,
@@ -169,7 +192,7 @@ pub struct RunningNode {
 }
 
 impl RunningNode {
-    /// Stop in stages (worker, relays, maintenance, transports) and report.
+    /// Stop in stages (HTTP, worker, relays, maintenance, transports) and report.
     /// Safe to call twice: the second call finds nothing left to stop and
     /// returns an empty report.
     pub async fn stop(&mut self) -> Result<NodeReport, NodeError> {
@@ -180,6 +203,14 @@ impl RunningNode {
             first_error.get_or_insert(error);
         };
 
+        self.stop_http.cancel();
+        if let Some(handle) = self.http.take() {
+            match joined(handle).await {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => keep(err.into()),
+                Err(err) => keep(err),
+            }
+        }
         self.stop_worker.cancel();
         if let Some(handle) = self.worker.take() {
             match joined(handle).await {

@@ -1,0 +1,265 @@
+//! The one error shape of the API, `{"error":{"code","message","requestId"}}`,
+//! and how every failure maps onto a status and a stable code.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::request_id::current_request_id;
+
+/// A failed call. Each variant is a category with one status; `code` says
+/// which failure of that category it is.
+#[derive(Debug)]
+pub(crate) enum ApiError {
+    /// 400: the request is malformed or a field is invalid (`field` names it).
+    BadRequest {
+        code: &'static str,
+        message: String,
+        field: Option<String>,
+    },
+    /// 401: no token, or not a live one.
+    Unauthenticated,
+    /// 403: the token's scope does not allow the call.
+    Forbidden { message: String },
+    /// 404: no such job, route, ...
+    NotFound { code: &'static str, message: String },
+    /// 405: the route exists, the method does not.
+    MethodNotAllowed,
+    /// 409: the resource is in a state the call does not apply to.
+    Conflict { code: &'static str, message: String },
+    /// 413: the body or the payload is over its limit.
+    PayloadTooLarge { message: String },
+    /// 415: the body is not JSON.
+    UnsupportedMediaType,
+    /// 503: the database is unreachable, not migrated, or contended; try again.
+    Unavailable { code: &'static str, message: String },
+    /// 500: a bug. Logged with the request id; the client learns nothing more.
+    Internal,
+}
+
+/// The error envelope every failure returns.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ErrorEnvelope {
+    error: ErrorBody,
+}
+
+/// What went wrong.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ErrorBody {
+    /// Stable, machine-readable: `JOB_NOT_FOUND`, `INVALID_FIELD`, ...
+    code: String,
+    /// For a person.
+    message: String,
+    /// The request's id (also in the `X-Request-Id` header and the server's logs).
+    request_id: String,
+    /// The request field at fault, for `INVALID_FIELD`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<String>,
+}
+
+impl ApiError {
+    pub(crate) fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        ApiError::BadRequest {
+            code,
+            message: message.into(),
+            field: None,
+        }
+    }
+
+    /// An invalid field of the request body or query, named as the API spells it.
+    pub(crate) fn invalid_field(field: impl Into<String>, reason: impl std::fmt::Display) -> Self {
+        let field = field.into();
+        ApiError::BadRequest {
+            code: "INVALID_FIELD",
+            message: format!("{field}: {reason}"),
+            field: Some(field),
+        }
+    }
+
+    pub(crate) fn job_not_found(job_id: uuid::Uuid) -> Self {
+        ApiError::NotFound {
+            code: "JOB_NOT_FOUND",
+            message: format!("No job {job_id}."),
+        }
+    }
+
+    fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            ApiError::Unauthenticated => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn code_and_message(self) -> (&'static str, String, Option<String>) {
+        match self {
+            ApiError::BadRequest {
+                code,
+                message,
+                field,
+            } => (code, message, field),
+            ApiError::Unauthenticated => (
+                "UNAUTHENTICATED",
+                "A live bearer token is required: Authorization: Bearer jw_...".into(),
+                None,
+            ),
+            ApiError::Forbidden { message } => ("FORBIDDEN", message, None),
+            ApiError::NotFound { code, message } | ApiError::Conflict { code, message } => {
+                (code, message, None)
+            }
+            ApiError::MethodNotAllowed => (
+                "METHOD_NOT_ALLOWED",
+                "This route does not take that method.".into(),
+                None,
+            ),
+            ApiError::PayloadTooLarge { message } => ("PAYLOAD_TOO_LARGE", message, None),
+            ApiError::UnsupportedMediaType => (
+                "UNSUPPORTED_MEDIA_TYPE",
+                "The body must be JSON: Content-Type: application/json.".into(),
+                None,
+            ),
+            ApiError::Unavailable { code, message } => (code, message, None),
+            ApiError::Internal => (
+                "INTERNAL",
+                "An internal error; it is logged under this request id.".into(),
+                None,
+            ),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let unauthenticated = matches!(self, ApiError::Unauthenticated);
+        let (code, message, field) = self.code_and_message();
+        let request_id = current_request_id();
+        if status.is_server_error() {
+            tracing::warn!(%status, code, %message, "request failed");
+        }
+        let mut response = (
+            status,
+            Json(ErrorEnvelope {
+                error: ErrorBody {
+                    code: code.to_owned(),
+                    message,
+                    request_id,
+                    field,
+                },
+            }),
+        )
+            .into_response();
+        if unauthenticated {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+/// How a core verdict reads over HTTP. Job-specific verdicts (cancel's
+/// JOB_RUNNING) are decided by their handler before this.
+impl From<jobwire_core::Error> for ApiError {
+    fn from(error: jobwire_core::Error) -> Self {
+        use jobwire_core::Error as Core;
+        match error {
+            Core::InvalidJob { field, reason } => ApiError::invalid_field(api_field(field), reason),
+            Core::InvalidArgument { argument, reason } => {
+                ApiError::invalid_field(api_field(argument), reason)
+            }
+            Core::PayloadTooLarge { size, limit } => ApiError::PayloadTooLarge {
+                message: format!(
+                    "payload is {size} bytes, over the limit of {limit} bytes (store ids, not objects)"
+                ),
+            },
+            Core::NotFound(job_id) => ApiError::job_not_found(job_id),
+            Core::AlreadyFinished { job_id, state } => ApiError::Conflict {
+                code: "JOB_FINISHED",
+                message: format!("Job {job_id} already finished as {state}."),
+            },
+            Core::WrongState {
+                job_id,
+                state,
+                reason,
+            } => ApiError::Conflict {
+                code: "WRONG_STATE",
+                message: format!("Job {job_id} is {state}: {reason}."),
+            },
+            Core::DedupContention { .. } => ApiError::Unavailable {
+                code: "CONTENDED",
+                message: "Concurrent enqueues kept taking this idempotency key; try again.".into(),
+            },
+            Core::Database(err) => database_error(&err),
+            other => {
+                tracing::error!(error = %other, "unexpected core error");
+                ApiError::Internal
+            }
+        }
+    }
+}
+
+/// A database failure: unreachable or not migrated is the operator's to
+/// fix (503, retry later); anything else is a bug (500, logged).
+pub(crate) fn database_error(err: &sqlx::Error) -> ApiError {
+    match err {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::WorkerCrashed => ApiError::Unavailable {
+            code: "DATABASE_UNAVAILABLE",
+            message: "The database cannot be reached; try again.".into(),
+        },
+        sqlx::Error::Database(db)
+            if matches!(db.code().as_deref(), Some("42P01" | "42883" | "42703")) =>
+        {
+            ApiError::Unavailable {
+                code: "SCHEMA_NOT_READY",
+                message:
+                    "The database has no jobwire schema, or an old one: run `jobwire migrate`."
+                        .into(),
+            }
+        }
+        // Serialization failures, deadlocks, lock timeouts, admin shutdown:
+        // the same call may well succeed a moment later.
+        sqlx::Error::Database(db)
+            if db.code().is_some_and(|code| {
+                code.starts_with("40") || code.starts_with("55") || code.starts_with("57")
+            }) =>
+        {
+            ApiError::Unavailable {
+                code: "DATABASE_BUSY",
+                message: "The database could not complete the call now; try again.".into(),
+            }
+        }
+        other => {
+            tracing::error!(error = %other, "database error");
+            ApiError::Internal
+        }
+    }
+}
+
+/// The API's (camelCase) name of a core field or argument.
+fn api_field(core: &str) -> String {
+    match core {
+        "job_type" => "type",
+        "max_attempts" => "maxAttempts",
+        "dedup_key" => "idempotencyKey",
+        "run_at" => "runAt",
+        "error_code" => "errorCode",
+        other => other,
+    }
+    .to_owned()
+}

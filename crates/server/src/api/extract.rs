@@ -1,0 +1,168 @@
+//! Extractors whose rejections speak the API's error envelope and name the
+//! field at fault: a JSON body, a query string, a job id in the path.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::http::StatusCode;
+use axum::http::header::CONTENT_TYPE;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+use uuid::Uuid;
+
+use super::error::ApiError;
+
+/// A JSON body of type `T`: 415 unless the content type is JSON, 413 over
+/// the body limit, 400 `MALFORMED_JSON` for bad syntax, 400
+/// `INVALID_FIELD` (naming the field) for a wrong type, a missing field or
+/// an unknown one.
+pub(crate) struct JsonBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let is_json = request
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.split(';').next())
+            .map(|mime| {
+                let mime = mime.trim().to_ascii_lowercase();
+                mime == "application/json"
+                    || (mime.starts_with("application/") && mime.ends_with("+json"))
+            })
+            .unwrap_or(false);
+        if !is_json {
+            return Err(ApiError::UnsupportedMediaType);
+        }
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| {
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::PayloadTooLarge {
+                        message: "The request body is over the server's limit.".into(),
+                    }
+                } else {
+                    ApiError::bad_request("UNREADABLE_BODY", rejection.body_text())
+                }
+            })?;
+        let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
+        let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
+            let path = err.path().to_string();
+            let inner = err.into_inner();
+            match inner.classify() {
+                serde_json::error::Category::Data => {
+                    let field = if path == "." {
+                        field_named_in(&inner.to_string()).unwrap_or_else(|| "body".to_owned())
+                    } else {
+                        path
+                    };
+                    ApiError::invalid_field(field, strip_position(&inner.to_string()))
+                }
+                _ => malformed(&inner),
+            }
+        })?;
+        // Trailing bytes after the value ("{}{}") are malformed JSON too.
+        deserializer.end().map_err(|err| malformed(&err))?;
+        Ok(JsonBody(value))
+    }
+}
+
+fn malformed(err: &serde_json::Error) -> ApiError {
+    ApiError::bad_request(
+        "MALFORMED_JSON",
+        format!("The body is not valid JSON: {err}"),
+    )
+}
+
+/// serde names a missing or unknown field in backticks: "missing field `type`".
+fn field_named_in(message: &str) -> Option<String> {
+    let start = message.find('`')? + 1;
+    let end = start + message[start..].find('`')?;
+    Some(message[start..end].to_owned())
+}
+
+/// serde_json ends data errors with " at line 1 column 20": noise in an API error.
+fn strip_position(message: &str) -> &str {
+    message
+        .rfind(" at line ")
+        .map(|at| &message[..at])
+        .unwrap_or(message)
+}
+
+/// A query string of type `T`: 400 `INVALID_QUERY` naming the parameter.
+pub(crate) struct QueryParams<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(value)| QueryParams(value))
+            .map_err(|rejection| {
+                let text = rejection.body_text();
+                let detail = text
+                    .strip_prefix("Failed to deserialize query string: ")
+                    .unwrap_or(&text);
+                ApiError::bad_request("INVALID_QUERY", detail.to_owned())
+            })
+    }
+}
+
+/// The `{jobId}` of a path: 400 `INVALID_JOB_ID` unless it is a UUID.
+pub(crate) struct JobIdPath(pub Uuid);
+
+impl<S: Send + Sync> FromRequestParts<S> for JobIdPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Path(raw) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|rejection| ApiError::bad_request("INVALID_PATH", rejection.body_text()))?;
+        raw.parse().map(JobIdPath).map_err(|_| {
+            ApiError::bad_request(
+                "INVALID_JOB_ID",
+                format!("{raw:?} is not a job id (a UUID)."),
+            )
+        })
+    }
+}
+
+/// The `{name}` of a queue path.
+pub(crate) struct QueuePath(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for QueuePath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Path(name) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|rejection| ApiError::bad_request("INVALID_PATH", rejection.body_text()))?;
+        if name.trim().is_empty() || name.len() > 255 {
+            return Err(ApiError::bad_request(
+                "INVALID_QUEUE",
+                "A queue name is 1 to 255 bytes.",
+            ));
+        }
+        Ok(QueuePath(name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serde_messages_give_up_their_field_and_lose_their_position() {
+        assert_eq!(
+            field_named_in("missing field `type` at line 1 column 2").as_deref(),
+            Some("type")
+        );
+        assert_eq!(
+            strip_position("invalid type: string \"x\", expected i16 at line 1 column 20"),
+            "invalid type: string \"x\", expected i16"
+        );
+        assert_eq!(strip_position("no position"), "no position");
+    }
+}

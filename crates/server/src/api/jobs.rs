@@ -1,0 +1,344 @@
+//! `/jobs`: enqueue, read, list and cancel jobs. Each handler is a thin
+//! translation onto the same `jobwire_core` calls the CLI makes.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use jobwire_core::{Enqueuer, JobFilter, JobState, JobStatus, NewJob, RequestCancelOutcome};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use super::ApiState;
+use super::auth::{Reader, Writer};
+use super::error::{ApiError, ErrorEnvelope};
+use super::extract::{JobIdPath, JsonBody, QueryParams};
+
+/// A job to enqueue. Only `type` is required.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct EnqueueRequest {
+    /// The job type: which handler runs it.
+    #[serde(rename = "type")]
+    #[schema(example = "generate_invoice_pdf")]
+    job_type: String,
+    /// The handler's input: small, ids rather than objects. Default `{}`.
+    #[serde(default = "empty_object")]
+    #[schema(value_type = Object, example = json!({"invoiceId": "inv_7731"}))]
+    payload: Value,
+    /// Earliest time to run, RFC 3339 with an offset (`Z` or `+05:30`).
+    /// Default: now.
+    #[schema(value_type = Option<String>, format = DateTime, example = "2026-11-01T00:05:00+05:30")]
+    run_at: Option<String>,
+    /// Lower runs first within its queue (-32768 to 32767). Default 0.
+    #[schema(example = 1)]
+    priority: Option<i16>,
+    /// The queue. Default `default`.
+    #[schema(example = "default")]
+    queue: Option<String>,
+    /// Attempts before the job is dead-lettered (at least 1). Default 25.
+    #[schema(example = 8)]
+    max_attempts: Option<i32>,
+    /// Enqueueing the same type and key again returns the first job
+    /// (`duplicate: true`) while it is in the hot table.
+    #[schema(example = "invoice-pdf:inv_7731")]
+    idempotency_key: Option<String>,
+}
+
+fn empty_object() -> Value {
+    Value::Object(Default::default())
+}
+
+/// One job, as the API shows it.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct JobView {
+    /// Its id (UUIDv7: time-ordered).
+    job_id: Uuid,
+    /// Its type.
+    #[serde(rename = "type")]
+    job_type: String,
+    queue: String,
+    priority: i16,
+    /// QUEUED, RUNNING, RETRY_WAIT, SUCCEEDED, FAILED, CANCEL_REQUESTED or CANCELLED.
+    #[schema(value_type = String, example = "QUEUED")]
+    state: JobState,
+    /// Attempts made so far (counted when an attempt starts).
+    attempts: i32,
+    max_attempts: i32,
+    /// When it may next run (set while it waits: QUEUED or RETRY_WAIT).
+    next_attempt_at: Option<DateTime<Utc>>,
+    last_error_code: Option<String>,
+    last_error: Option<String>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    finished_at: Option<DateTime<Utc>>,
+    /// The worker holding it, while RUNNING or CANCEL_REQUESTED.
+    lease_owner: Option<String>,
+    lease_expires_at: Option<DateTime<Utc>>,
+    /// The fencing token: raised by every claim.
+    lease_generation: i64,
+    heartbeat_at: Option<DateTime<Utc>>,
+    idempotency_key: Option<String>,
+    /// True once it has moved to history (finished and past retention).
+    archived: bool,
+    #[schema(value_type = Object)]
+    payload: Value,
+}
+
+impl From<JobStatus> for JobView {
+    fn from(job: JobStatus) -> Self {
+        JobView {
+            job_id: job.job_id,
+            job_type: job.job_type,
+            queue: job.queue,
+            priority: job.priority,
+            state: job.state,
+            attempts: job.attempt_count,
+            max_attempts: job.max_attempts,
+            next_attempt_at: job.state.is_claimable().then_some(job.run_after),
+            last_error_code: job.last_error_code,
+            last_error: job.last_error,
+            created_at: job.created_at,
+            updated_at: job.updated_at,
+            finished_at: job.finished_at,
+            lease_owner: job.lease_owner,
+            lease_expires_at: job.lease_expires_at,
+            lease_generation: job.lease_generation.0,
+            heartbeat_at: job.heartbeat_at,
+            idempotency_key: job.dedup_key,
+            archived: job.archived,
+            payload: job.payload,
+        }
+    }
+}
+
+/// The answer to an enqueue: the job, and whether it was already there.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct EnqueueResponse {
+    #[serde(flatten)]
+    job: JobView,
+    /// True when the idempotency key was already held: nothing was written
+    /// and `jobId` is the existing job's.
+    duplicate: bool,
+}
+
+/// Parse an RFC 3339 time that carries its offset.
+pub(crate) fn parse_time(field: &str, value: &str) -> Result<DateTime<Utc>, ApiError> {
+    DateTime::parse_from_rfc3339(value)
+        .map(|at| at.with_timezone(&Utc))
+        .map_err(|_| {
+            ApiError::invalid_field(
+                field,
+                format!(
+                    "{value:?} is not an RFC 3339 time with an offset \
+                     (e.g. 2026-11-01T00:05:00+05:30 or 2026-10-31T18:35:00Z)"
+                ),
+            )
+        })
+}
+
+/// Enqueue a job.
+#[utoipa::path(
+    post,
+    path = "/jobs",
+    tag = "jobs",
+    request_body = EnqueueRequest,
+    responses(
+        (status = 201, description = "Enqueued", body = EnqueueResponse,
+         headers(("Location" = String, description = "/jobs/{jobId}"))),
+        (status = 200, description = "The idempotency key was already held: the existing job", body = EnqueueResponse),
+        (status = 400, description = "Malformed body or invalid field", body = ErrorEnvelope),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
+        (status = 413, description = "Payload over the limit", body = ErrorEnvelope),
+        (status = 415, description = "Body is not JSON", body = ErrorEnvelope),
+    ),
+    security(("bearer" = ["write"]))
+)]
+pub(crate) async fn enqueue_job(
+    Writer(_token): Writer,
+    State(state): State<ApiState>,
+    JsonBody(request): JsonBody<EnqueueRequest>,
+) -> Result<Response, ApiError> {
+    let mut job = NewJob::new(request.job_type, request.payload);
+    if let Some(queue) = request.queue {
+        job = job.with_queue(queue);
+    }
+    if let Some(priority) = request.priority {
+        job = job.with_priority(priority);
+    }
+    if let Some(max_attempts) = request.max_attempts {
+        job = job.with_max_attempts(max_attempts);
+    }
+    if let Some(run_at) = &request.run_at {
+        job = job.with_run_at(parse_time("runAt", run_at)?);
+    }
+    if let Some(key) = request.idempotency_key {
+        job = job.with_dedup_key(key);
+    }
+    let enqueued = Enqueuer.enqueue(&state.pool, &job).await?;
+    let view = JobView::from(jobwire_core::job_status(&state.pool, enqueued.job_id).await?);
+    let body = Json(EnqueueResponse {
+        job: view,
+        duplicate: enqueued.duplicate,
+    });
+    if enqueued.duplicate {
+        return Ok((StatusCode::OK, body).into_response());
+    }
+    let mut headers = HeaderMap::new();
+    if let Ok(location) = HeaderValue::from_str(&format!("/jobs/{}", enqueued.job_id)) {
+        headers.insert(header::LOCATION, location);
+    }
+    Ok((StatusCode::CREATED, headers, body).into_response())
+}
+
+/// Read one job (from the hot table or history).
+#[utoipa::path(
+    get,
+    path = "/jobs/{jobId}",
+    tag = "jobs",
+    params(("jobId" = Uuid, Path, description = "The job's id")),
+    responses(
+        (status = 200, description = "OK", body = JobView),
+        (status = 400, description = "Not a UUID", body = ErrorEnvelope),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope),
+        (status = 404, description = "JOB_NOT_FOUND", body = ErrorEnvelope),
+    ),
+    security(("bearer" = ["read"]))
+)]
+pub(crate) async fn get_job(
+    Reader(_token): Reader,
+    State(state): State<ApiState>,
+    JobIdPath(job_id): JobIdPath,
+) -> Result<Json<JobView>, ApiError> {
+    let job = jobwire_core::job_status(&state.pool, job_id).await?;
+    Ok(Json(job.into()))
+}
+
+/// Filters and the page of a job listing.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct ListJobsQuery {
+    /// Only jobs in this state (QUEUED, RUNNING, ..., CANCELLED).
+    state: Option<String>,
+    /// Only jobs of this queue.
+    queue: Option<String>,
+    /// Only jobs of this type.
+    #[serde(rename = "type")]
+    #[param(rename = "type")]
+    job_type: Option<String>,
+    /// Jobs per page, 1 to 500. Default 50.
+    limit: Option<i64>,
+    /// The `nextAfter` of the previous page: continue after that job.
+    after: Option<Uuid>,
+}
+
+/// One page of jobs, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct JobPage {
+    jobs: Vec<JobView>,
+    /// Pass as `after` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_after: Option<Uuid>,
+}
+
+const DEFAULT_PAGE: i64 = 50;
+const MAX_PAGE: i64 = 500;
+
+/// List jobs, newest first, filtered by state, queue and type. Pages are
+/// keyset pages: pass the previous page's `nextAfter` as `after`.
+#[utoipa::path(
+    get,
+    path = "/jobs",
+    tag = "jobs",
+    params(ListJobsQuery),
+    responses(
+        (status = 200, description = "OK", body = JobPage),
+        (status = 400, description = "A bad filter or limit", body = ErrorEnvelope),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope),
+    ),
+    security(("bearer" = ["read"]))
+)]
+pub(crate) async fn list_jobs(
+    Reader(_token): Reader,
+    State(state): State<ApiState>,
+    QueryParams(query): QueryParams<ListJobsQuery>,
+) -> Result<Json<JobPage>, ApiError> {
+    let limit = query.limit.unwrap_or(DEFAULT_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::invalid_field(
+            "limit",
+            format!("must be 1 to {MAX_PAGE}, got {limit}"),
+        ));
+    }
+    let job_state = query
+        .state
+        .as_deref()
+        .map(str::parse::<JobState>)
+        .transpose()
+        .map_err(|err| ApiError::invalid_field("state", err))?;
+    let filter = JobFilter {
+        state: job_state,
+        queue: query.queue,
+        job_type: query.job_type,
+        before: query.after,
+    };
+    let jobs = jobwire_core::list_jobs(&state.pool, &filter, limit).await?;
+    let next_after = (jobs.len() as i64 == limit)
+        .then(|| jobs.last().map(|job| job.job_id))
+        .flatten();
+    Ok(Json(JobPage {
+        jobs: jobs.into_iter().map(JobView::from).collect(),
+        next_after,
+    }))
+}
+
+/// The answer to a cancel that took effect.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CancelResponse {
+    job_id: Uuid,
+    #[schema(value_type = String, example = "CANCELLED")]
+    state: JobState,
+}
+
+/// Cancel a job. One that has not started is CANCELLED at once (200); a
+/// running one is asked to stop (409 `JOB_RUNNING`: the request is recorded
+/// as CANCEL_REQUESTED and its handler sees it at the next heartbeat).
+#[utoipa::path(
+    post,
+    path = "/jobs/{jobId}/cancel",
+    tag = "jobs",
+    params(("jobId" = Uuid, Path, description = "The job's id")),
+    responses(
+        (status = 200, description = "Cancelled", body = CancelResponse),
+        (status = 400, description = "Not a UUID", body = ErrorEnvelope),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
+        (status = 404, description = "JOB_NOT_FOUND", body = ErrorEnvelope),
+        (status = 409, description = "JOB_RUNNING (cancel requested) or JOB_FINISHED", body = ErrorEnvelope),
+    ),
+    security(("bearer" = ["write"]))
+)]
+pub(crate) async fn cancel_job(
+    Writer(token): Writer,
+    State(state): State<ApiState>,
+    JobIdPath(job_id): JobIdPath,
+) -> Result<Json<CancelResponse>, ApiError> {
+    match jobwire_core::request_cancel(&state.pool, job_id, &token.name).await? {
+        RequestCancelOutcome::Cancelled => Ok(Json(CancelResponse {
+            job_id,
+            state: JobState::Cancelled,
+        })),
+        RequestCancelOutcome::CancelRequested | RequestCancelOutcome::AlreadyRequested => {
+            Err(ApiError::Conflict {
+                code: "JOB_RUNNING",
+                message: "Job is running; cancellation is cooperative.".into(),
+            })
+        }
+    }
+}

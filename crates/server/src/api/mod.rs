@@ -1,0 +1,126 @@
+//! The HTTP API: routes, their OpenAPI description (generated from the
+//! handlers, so the spec cannot miss a route), and the layers every request
+//! goes through (request id, body limit, the error envelope).
+
+use axum::Json;
+use axum::extract::DefaultBodyLimit;
+use axum::middleware;
+use sqlx::PgPool;
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::openapi::{OpenApi as OpenApiDocument, Server};
+use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+mod auth;
+mod dead_letter;
+mod error;
+mod extract;
+mod health;
+mod jobs;
+mod queues;
+mod request_id;
+
+use error::ApiError;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub(crate) struct ApiState {
+    pub(crate) pool: PgPool,
+}
+
+/// The largest request body accepted: the payload ceiling plus room for
+/// the other fields. Payloads between the configured limit
+/// (`job_settings.max_payload_bytes`) and this are refused by the database
+/// with the same 413.
+const BODY_LIMIT_BYTES: usize = jobwire_core::PAYLOAD_CEILING_BYTES + 64 * 1024;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "jobwire",
+        description = "Background jobs with PostgreSQL as the source of truth. \
+                       Every call but /healthz and /readyz needs a bearer token \
+                       (`jobwire token create NAME --scope read|write|admin`). \
+                       Errors share one envelope: {\"error\":{\"code\",\"message\",\"requestId\"}}.",
+        license(name = "MIT OR Apache-2.0")
+    ),
+    servers((url = "http://127.0.0.1:8080", description = "jobwire serve's default address")),
+    modifiers(&BearerAuth),
+    tags(
+        (name = "jobs", description = "Enqueue, read, list and cancel jobs"),
+        (name = "dead letters", description = "FAILED jobs by type and error, and retrying them"),
+        (name = "queues", description = "Queues: depth, age, pause and resume"),
+        (name = "health", description = "Liveness and readiness (no token)"),
+        (name = "meta", description = "This description"),
+    )
+)]
+struct ApiDoc;
+
+/// Declares the `bearer` scheme the handlers' `security(...)` refer to.
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut OpenApiDocument) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+        );
+    }
+}
+
+/// The router and the OpenAPI document describing it, built together from
+/// the same handler list.
+fn routes() -> (axum::Router<ApiState>, OpenApiDocument) {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(jobs::enqueue_job, jobs::list_jobs))
+        .routes(routes!(jobs::get_job))
+        .routes(routes!(jobs::cancel_job))
+        .routes(routes!(dead_letter::dead_letter_groups))
+        .routes(routes!(dead_letter::retry_dead_letters))
+        .routes(routes!(queues::list_queues))
+        .routes(routes!(queues::pause_queue))
+        .routes(routes!(queues::resume_queue))
+        .routes(routes!(health::healthz))
+        .routes(routes!(health::readyz))
+        .routes(routes!(openapi_json))
+        .split_for_parts()
+}
+
+/// The API's OpenAPI 3.1 document, as served at `/openapi.json` (and
+/// checked in as `docs/api/openapi.json`).
+pub fn openapi() -> OpenApiDocument {
+    let (_, mut document) = routes();
+    // The document does not depend on where it is served from.
+    document.servers = Some(vec![Server::new("http://127.0.0.1:8080")]);
+    document
+}
+
+/// This API's OpenAPI document.
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    tag = "meta",
+    responses((status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json")),
+    security(("bearer" = ["read"]))
+)]
+async fn openapi_json(_reader: auth::Reader) -> Json<OpenApiDocument> {
+    Json(openapi())
+}
+
+/// The whole API as an axum router over `pool`.
+pub fn router(pool: PgPool) -> axum::Router {
+    let (router, _) = routes();
+    router
+        .fallback(|| async {
+            ApiError::NotFound {
+                code: "ROUTE_NOT_FOUND",
+                message: "No such route; see /openapi.json.".into(),
+            }
+        })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))
+        .layer(middleware::from_fn(request_id::with_request_id))
+        .with_state(ApiState { pool })
+}

@@ -1,0 +1,148 @@
+//! `/queues`: what each queue holds, and pausing or resuming its claims.
+
+use axum::Json;
+use axum::extract::State;
+use jobwire_core::QueueOverview;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::ApiState;
+use super::auth::{Admin, Reader};
+use super::error::{ApiError, ErrorEnvelope};
+use super::extract::QueuePath;
+
+/// Jobs of a queue by state (hot table: finished jobs leave it with retention).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct QueueDepth {
+    queued: i64,
+    running: i64,
+    retry_wait: i64,
+    cancel_requested: i64,
+    succeeded: i64,
+    failed: i64,
+    cancelled: i64,
+}
+
+/// One queue.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct QueueView {
+    name: String,
+    /// `postgres` (workers claim from the table) or `broker` (wake-ups via a topic).
+    #[schema(example = "postgres")]
+    dispatch: String,
+    /// The broker topic, for a broker-dispatched queue.
+    topic: Option<String>,
+    /// Paused queues accept jobs but nothing claims them.
+    paused: bool,
+    depth: QueueDepth,
+    /// Seconds the oldest due, waiting job has waited (absent: none waits).
+    /// Scale workers on this, not on depth.
+    oldest_runnable_age_seconds: Option<f64>,
+}
+
+impl From<QueueOverview> for QueueView {
+    fn from(queue: QueueOverview) -> Self {
+        QueueView {
+            name: queue.queue,
+            dispatch: queue.dispatch,
+            topic: queue.topic,
+            paused: queue.paused,
+            depth: QueueDepth {
+                queued: queue.queued,
+                running: queue.running,
+                retry_wait: queue.retry_wait,
+                cancel_requested: queue.cancel_requested,
+                succeeded: queue.succeeded,
+                failed: queue.failed,
+                cancelled: queue.cancelled,
+            },
+            oldest_runnable_age_seconds: queue.oldest_runnable_age_s,
+        }
+    }
+}
+
+/// Every queue.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Queues {
+    queues: Vec<QueueView>,
+}
+
+/// Every queue (declared, or holding jobs): dispatch, pause, depth by
+/// state, age of the oldest runnable job.
+#[utoipa::path(
+    get,
+    path = "/queues",
+    tag = "queues",
+    responses((status = 200, description = "OK", body = Queues), (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope)),
+    security(("bearer" = ["read"]))
+)]
+pub(crate) async fn list_queues(
+    Reader(_token): Reader,
+    State(state): State<ApiState>,
+) -> Result<Json<Queues>, ApiError> {
+    let queues = jobwire_core::queue_overview(&state.pool).await?;
+    Ok(Json(Queues {
+        queues: queues.into_iter().map(Into::into).collect(),
+    }))
+}
+
+/// A queue's pause state after a change.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct QueuePaused {
+    queue: String,
+    paused: bool,
+}
+
+/// Pause a queue: nothing claims its jobs, on either path, until it is
+/// resumed (wake-ups that arrive meanwhile are acknowledged as misses and
+/// sent again on resume). Enqueueing goes on.
+#[utoipa::path(
+    post,
+    path = "/queues/{name}/pause",
+    tag = "queues",
+    params(("name" = String, Path, description = "The queue")),
+    responses(
+        (status = 200, description = "OK", body = QueuePaused),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
+    ),
+    security(("bearer" = ["admin"]))
+)]
+pub(crate) async fn pause_queue(
+    Admin(token): Admin,
+    State(state): State<ApiState>,
+    QueuePath(queue): QueuePath,
+) -> Result<Json<QueuePaused>, ApiError> {
+    jobwire_core::set_queue_paused(&state.pool, &queue, true).await?;
+    tracing::info!(actor = %token.name, %queue, "queue paused");
+    Ok(Json(QueuePaused {
+        queue,
+        paused: true,
+    }))
+}
+
+/// Resume a queue, waking its waiting jobs in the same transaction.
+#[utoipa::path(
+    post,
+    path = "/queues/{name}/resume",
+    tag = "queues",
+    params(("name" = String, Path, description = "The queue")),
+    responses(
+        (status = 200, description = "OK", body = QueuePaused),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
+    ),
+    security(("bearer" = ["admin"]))
+)]
+pub(crate) async fn resume_queue(
+    Admin(token): Admin,
+    State(state): State<ApiState>,
+    QueuePath(queue): QueuePath,
+) -> Result<Json<QueuePaused>, ApiError> {
+    jobwire_core::set_queue_paused(&state.pool, &queue, false).await?;
+    tracing::info!(actor = %token.name, %queue, "queue resumed");
+    Ok(Json(QueuePaused {
+        queue,
+        paused: false,
+    }))
+}

@@ -1,0 +1,45 @@
+//! The HTTP server as a part of a [`Node`](crate::Node): bound before the
+//! node starts (so a taken port is an error at startup, not a log line),
+//! served until shutdown, then finishing the requests under way.
+
+use std::net::SocketAddr;
+
+use sqlx::PgPool;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// The API, bound to its address and ready to serve.
+pub struct HttpServer {
+    listener: TcpListener,
+    router: axum::Router,
+}
+
+impl HttpServer {
+    /// Bind the API over `pool` to `addr`. Use a loopback address unless the
+    /// API must be reachable from other machines (every route but the
+    /// health checks needs a token either way).
+    pub async fn bind(addr: SocketAddr, pool: PgPool) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
+        if !addr.ip().is_loopback() {
+            tracing::warn!(%addr, "the HTTP API listens beyond this machine");
+        }
+        Ok(HttpServer {
+            listener,
+            router: crate::api::router(pool),
+        })
+    }
+
+    /// The address it listens on (the real port when bound to port 0).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serve until `shutdown`, then let the requests under way finish.
+    pub async fn run(self, shutdown: CancellationToken) -> std::io::Result<()> {
+        let addr = self.listener.local_addr()?;
+        tracing::info!(%addr, "HTTP API listening");
+        axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(shutdown.cancelled_owned())
+            .await
+    }
+}

@@ -1,0 +1,466 @@
+//! The HTTP API over real sockets against a real PostgreSQL: every status
+//! code the API promises, concurrent idempotent enqueues, and tokens.
+
+mod common;
+
+use common::{Api, error_code, parts};
+use jobwire_core::{JobState, NewJob};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+async fn enqueue(api: &Api, body: Value) -> (u16, Value) {
+    parts(
+        api.post("/jobs", &api.write)
+            .json(&body)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
+
+fn job_id(body: &Value) -> Uuid {
+    body["jobId"].as_str().unwrap().parse().unwrap()
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn enqueue_read_and_list_jobs(pool: PgPool) {
+    let api = Api::start(pool).await;
+    let body = json!({
+        "type": "generate_invoice_pdf", "payload": {"invoiceId": "inv_7731"},
+        "runAt": "2026-11-01T00:05:00+05:30", "priority": 1, "queue": "default",
+        "maxAttempts": 8, "idempotencyKey": "invoice-pdf:inv_7731"
+    });
+    let response = api
+        .post("/jobs", &api.write)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let location = response.headers()["location"].to_str().unwrap().to_owned();
+    let request_id = response.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(request_id.starts_with("req_"), "{request_id}");
+    let created: Value = response.json().await.unwrap();
+    let id = job_id(&created);
+    assert_eq!(location, format!("/jobs/{id}"));
+    assert_eq!(created["state"], "QUEUED");
+    assert_eq!(created["duplicate"], false);
+    assert_eq!(created["type"], "generate_invoice_pdf");
+    assert_eq!(created["maxAttempts"], 8);
+    assert_eq!(created["priority"], 1);
+    // The offset is honoured: 00:05 at +05:30 is 18:35 UTC the day before.
+    assert_eq!(created["nextAttemptAt"], "2026-10-31T18:35:00Z");
+
+    // The same key again: the same job, 200, duplicate.
+    let (status, again) = enqueue(&api, body).await;
+    assert_eq!((status, again["duplicate"].clone()), (200, json!(true)));
+    assert_eq!(job_id(&again), id);
+
+    // Read it back with every agreed field.
+    let (status, job) = parts(api.get(&location, &api.read).send().await.unwrap()).await;
+    assert_eq!(status, 200);
+    for field in [
+        "jobId",
+        "type",
+        "queue",
+        "priority",
+        "state",
+        "attempts",
+        "maxAttempts",
+        "nextAttemptAt",
+        "lastErrorCode",
+        "lastError",
+        "createdAt",
+        "updatedAt",
+        "finishedAt",
+        "leaseOwner",
+        "heartbeatAt",
+        "payload",
+    ] {
+        assert!(job.get(field).is_some(), "{field} missing from {job}");
+    }
+    assert_eq!(job["payload"], json!({"invoiceId": "inv_7731"}));
+
+    // Unknown job: 404 JOB_NOT_FOUND in the envelope.
+    let (status, missing) = parts(
+        api.get(&format!("/jobs/{}", Uuid::now_v7()), &api.read)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, error_code(&missing)), (404, "JOB_NOT_FOUND"));
+
+    // Listing: newest first, filtered, in keyset pages.
+    for n in 0..5 {
+        let (status, _) = enqueue(
+            &api,
+            json!({"type": "digest", "payload": {"n": n}, "queue": "bulk"}),
+        )
+        .await;
+        assert_eq!(status, 201);
+    }
+    let (status, page) = parts(
+        api.get("/jobs?queue=bulk&limit=2", &api.read)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let ns: Vec<i64> = page["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["payload"]["n"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ns, vec![4, 3]);
+    let after = page["nextAfter"].as_str().unwrap();
+    let (_, page) = parts(
+        api.get(
+            &format!("/jobs?queue=bulk&limit=2&after={after}"),
+            &api.read,
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    let ns: Vec<i64> = page["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["payload"]["n"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ns, vec![2, 1]);
+    let (_, page) = parts(
+        api.get("/jobs?type=generate_invoice_pdf&state=QUEUED", &api.read)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(page["jobs"].as_array().unwrap().len(), 1);
+    assert!(page.get("nextAfter").is_none(), "{page}");
+    let (_, page) = parts(
+        api.get("/jobs?state=FAILED", &api.read)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(page["jobs"], json!([]));
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn cancel_answers_by_the_jobs_state(pool: PgPool) {
+    let api = Api::start(pool.clone()).await;
+    let (_, queued) = enqueue(&api, json!({"type": "export"})).await;
+    let (_, running) = enqueue(&api, json!({"type": "export", "priority": 5})).await;
+    let claimed = jobwire_core::claim_batch(
+        &pool,
+        "default",
+        "worker-1",
+        1,
+        std::time::Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    // Priority 0 goes first; claim the other one too so `running` runs.
+    let claimed_second = jobwire_core::claim_batch(
+        &pool,
+        "default",
+        "worker-1",
+        1,
+        std::time::Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    assert_eq!(claimed[0].job_id(), job_id(&queued));
+    assert_eq!(claimed_second[0].job_id(), job_id(&running));
+    let (_, waiting) = enqueue(&api, json!({"type": "export"})).await;
+
+    // Not running: CANCELLED at once, audited with the token's name.
+    let cancel = |id: Uuid| api.post(&format!("/jobs/{id}/cancel"), &api.write).send();
+    let (status, body) = parts(cancel(job_id(&waiting)).await.unwrap()).await;
+    assert_eq!((status, body["state"].clone()), (200, json!("CANCELLED")));
+    let actor: String =
+        sqlx::query_scalar("SELECT actor FROM job_audit WHERE job_id = $1 AND action = 'cancel'")
+            .bind(job_id(&waiting))
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(actor, "writer");
+
+    // Running: 409 JOB_RUNNING, and the request is recorded.
+    let (status, body) = parts(cancel(job_id(&running)).await.unwrap()).await;
+    assert_eq!((status, error_code(&body)), (409, "JOB_RUNNING"));
+    assert_eq!(
+        body["error"]["message"],
+        "Job is running; cancellation is cooperative."
+    );
+    assert!(
+        body["error"]["requestId"]
+            .as_str()
+            .unwrap()
+            .starts_with("req_")
+    );
+    let state = jobwire_core::job_status(&pool, job_id(&running))
+        .await
+        .unwrap()
+        .state;
+    assert_eq!(state, JobState::CancelRequested);
+
+    // Finished: 409 JOB_FINISHED. Unknown: 404.
+    let (status, body) = parts(cancel(job_id(&waiting)).await.unwrap()).await;
+    assert_eq!((status, error_code(&body)), (409, "JOB_FINISHED"));
+    let (status, body) = parts(cancel(Uuid::now_v7()).await.unwrap()).await;
+    assert_eq!((status, error_code(&body)), (404, "JOB_NOT_FOUND"));
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn fifty_concurrent_enqueues_with_one_key_make_one_job(pool: PgPool) {
+    let api = Api::start(pool).await;
+    let body = json!({"type": "charge", "payload": {"orderId": 7}, "idempotencyKey": "charge:7"});
+    let answers = futures::future::join_all((0..50).map(|_| enqueue(&api, body.clone()))).await;
+    let created: Vec<&Value> = answers
+        .iter()
+        .filter(|(s, _)| *s == 201)
+        .map(|(_, b)| b)
+        .collect();
+    let duplicates: Vec<&Value> = answers
+        .iter()
+        .filter(|(s, _)| *s == 200)
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!((created.len(), duplicates.len()), (1, 49), "{answers:?}");
+    let id = job_id(created[0]);
+    assert!(
+        duplicates
+            .iter()
+            .all(|b| b["duplicate"] == true && job_id(b) == id)
+    );
+    assert_eq!(api.count("SELECT count(*) FROM jobs").await, 1);
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn dead_letters_queues_and_health(pool: PgPool) {
+    let api = Api::start(pool.clone()).await;
+    // Three dead letters of one group, one of another.
+    for (job_type, code) in [
+        ("deliver_webhook", "HTTP_503"),
+        ("deliver_webhook", "HTTP_503"),
+        ("deliver_webhook", "HTTP_503"),
+        ("send_email", "SMTP_DOWN"),
+    ] {
+        jobwire_core::enqueue(
+            &pool,
+            &NewJob::new(job_type, json!({})).with_max_attempts(1),
+        )
+        .await
+        .unwrap();
+        let claimed =
+            jobwire_core::claim_batch(&pool, "default", "w", 1, std::time::Duration::from_secs(30))
+                .await
+                .unwrap();
+        jobwire_core::fail(
+            &pool,
+            "w",
+            claimed[0].lease,
+            None,
+            code,
+            &format!("{code} from upstream"),
+        )
+        .await
+        .unwrap();
+    }
+    let (status, groups) = parts(api.get("/dead-letter", &api.read).send().await.unwrap()).await;
+    assert_eq!(status, 200);
+    let first = &groups["groups"][0];
+    assert_eq!(
+        (
+            first["type"].clone(),
+            first["errorCode"].clone(),
+            first["count"].clone()
+        ),
+        (json!("deliver_webhook"), json!("HTTP_503"), json!(3))
+    );
+    assert_eq!(first["sampleError"], "HTTP_503 from upstream");
+    assert!(first["firstFailedAt"].is_string() && first["lastFailedAt"].is_string());
+
+    // Retry one group: 202 with the count, audited with the token's name;
+    // the same call again requeues nothing.
+    let retry = json!({"type": "deliver_webhook", "errorCode": "HTTP_503"});
+    let (status, body) = parts(
+        api.post("/dead-letter/retry", &api.admin)
+            .json(&retry)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, body["requeued"].clone()), (202, json!(3)));
+    let until = body["until"].clone();
+    assert_eq!(
+        api.count("SELECT count(*) FROM job_audit WHERE action = 'replay' AND actor = 'admin'")
+            .await,
+        3
+    );
+    let again = json!({"type": "deliver_webhook", "errorCode": "HTTP_503", "until": until});
+    let (status, body) = parts(
+        api.post("/dead-letter/retry", &api.admin)
+            .json(&again)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, body["requeued"].clone()), (202, json!(0)));
+    // A write token may not retry.
+    let (status, body) = parts(
+        api.post("/dead-letter/retry", &api.write)
+            .json(&retry)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, error_code(&body)), (403, "FORBIDDEN"));
+
+    // Queues: depth by state and pause / resume.
+    let (status, queues) = parts(api.get("/queues", &api.read).send().await.unwrap()).await;
+    assert_eq!(status, 200);
+    let default = &queues["queues"][0];
+    assert_eq!(default["name"], "default");
+    assert_eq!(default["dispatch"], "postgres");
+    assert_eq!(default["depth"]["queued"], 3);
+    assert_eq!(default["depth"]["failed"], 1);
+    assert!(default["oldestRunnableAgeSeconds"].as_f64().unwrap() >= 0.0);
+    let (status, body) = parts(
+        api.post("/queues/default/pause", &api.admin)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, body["paused"].clone()), (200, json!(true)));
+    // Paused: nothing is claimed.
+    let claimed = jobwire_core::claim_batch(
+        &pool,
+        "default",
+        "w",
+        10,
+        std::time::Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    assert!(claimed.is_empty());
+    let (status, body) = parts(
+        api.post("/queues/default/resume", &api.admin)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, body["paused"].clone()), (200, json!(false)));
+    let claimed = jobwire_core::claim_batch(
+        &pool,
+        "default",
+        "w",
+        10,
+        std::time::Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    assert_eq!(claimed.len(), 3);
+
+    // Health needs no token; readiness checks the database.
+    for path in ["/healthz", "/readyz"] {
+        let (status, _) = parts(api.client.get(api.url(path)).send().await.unwrap()).await;
+        assert_eq!(status, 200, "{path}");
+    }
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_request_id_is_echoed_and_tokens_can_be_revoked(pool: PgPool) {
+    let api = Api::start(pool.clone()).await;
+    let response = api
+        .get(&format!("/jobs/{}", Uuid::now_v7()), &api.read)
+        .header("X-Request-Id", "trace-42")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["x-request-id"], "trace-42");
+    let (_, body) = parts(response).await;
+    assert_eq!(body["error"]["requestId"], "trace-42");
+
+    // The database holds a hash, never the secret.
+    let stored: Vec<u8> =
+        sqlx::query_scalar("SELECT secret_sha256 FROM job_api_tokens WHERE name = 'reader'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(stored.len(), 32);
+    let dump: String = sqlx::query_scalar("SELECT string_agg(t::text, ' ') FROM job_api_tokens t")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(!dump.contains(api.read.rsplit('_').next().unwrap()));
+
+    assert!(
+        jobwire_core::revoke_api_token(&pool, "reader")
+            .await
+            .unwrap()
+    );
+    let (status, body) = parts(api.get("/queues", &api.read).send().await.unwrap()).await;
+    assert_eq!((status, error_code(&body)), (401, "UNAUTHENTICATED"));
+    assert!(
+        !jobwire_core::revoke_api_token(&pool, "reader")
+            .await
+            .unwrap()
+    );
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn readiness_says_when_the_database_is_not_usable(pool: PgPool) {
+    // A database without the schema.
+    sqlx::query("DROP TABLE _sqlx_migrations")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let api = Api::start(pool.clone()).await;
+    let (status, body) = parts(api.client.get(api.url("/readyz")).send().await.unwrap()).await;
+    assert_eq!((status, error_code(&body)), (503, "SCHEMA_NOT_READY"));
+
+    // A database that cannot be reached: 503, never a 500.
+    let unreachable = sqlx::postgres::PgPoolOptions::new()
+        .acquire_timeout(std::time::Duration::from_secs(1))
+        .connect_lazy("postgres://postgres@127.0.0.1:1/nowhere")
+        .unwrap();
+    let server = jobwire_server::HttpServer::bind("127.0.0.1:0".parse().unwrap(), unreachable)
+        .await
+        .unwrap();
+    let base = format!("http://{}", server.local_addr().unwrap());
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(server.run(stop.clone()));
+    let (status, body) = parts(reqwest::get(format!("{base}/readyz")).await.unwrap()).await;
+    assert_eq!((status, error_code(&body)), (503, "DATABASE_UNAVAILABLE"));
+    let (status, body) = parts(
+        api.client
+            .get(format!("{base}/queues"))
+            .bearer_auth(&api.admin)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, error_code(&body)), (503, "DATABASE_UNAVAILABLE"));
+    let (status, _) = parts(reqwest::get(format!("{base}/healthz")).await.unwrap()).await;
+    assert_eq!(status, 200);
+    stop.cancel();
+}

@@ -1,0 +1,284 @@
+//! Bad input over HTTP: every malformed body, field, path, query, header and
+//! token gets its 4xx and its code, never a 500, and nothing is written.
+
+mod common;
+
+use common::{Api, error_code, parts};
+use serde_json::json;
+use sqlx::PgPool;
+
+#[derive(Clone, Copy)]
+enum Token {
+    None,
+    Read,
+    Write,
+    Admin,
+}
+
+struct Case {
+    name: &'static str,
+    method: &'static str,
+    path: String,
+    token: Token,
+    /// An Authorization header to send as is (instead of `token`).
+    authorization: Option<String>,
+    content_type: Option<&'static str>,
+    body: Vec<u8>,
+    status: u16,
+    code: &'static str,
+    /// The field the error must name, for INVALID_FIELD.
+    field: Option<&'static str>,
+}
+
+fn case(name: &'static str, status: u16, code: &'static str) -> Case {
+    Case {
+        name,
+        method: "POST",
+        path: "/jobs".into(),
+        token: Token::Write,
+        authorization: None,
+        content_type: Some("application/json"),
+        body: b"{\"type\": \"send_email\"}".to_vec(),
+        status,
+        code,
+        field: None,
+    }
+}
+
+impl Case {
+    fn json(mut self, body: serde_json::Value) -> Self {
+        self.body = serde_json::to_vec(&body).unwrap();
+        self
+    }
+    fn raw(mut self, body: &[u8]) -> Self {
+        self.body = body.to_vec();
+        self
+    }
+    fn field(mut self, field: &'static str) -> Self {
+        self.field = Some(field);
+        self
+    }
+    fn at(mut self, method: &'static str, path: impl Into<String>) -> Self {
+        self.method = method;
+        self.path = path.into();
+        self
+    }
+    fn token(mut self, token: Token) -> Self {
+        self.token = token;
+        self
+    }
+    fn authorization(mut self, value: impl Into<String>) -> Self {
+        self.authorization = Some(value.into());
+        self
+    }
+    fn content_type(mut self, content_type: Option<&'static str>) -> Self {
+        self.content_type = content_type;
+        self
+    }
+}
+
+fn invalid(name: &'static str, field: &'static str, body: serde_json::Value) -> Case {
+    case(name, 400, "INVALID_FIELD").json(body).field(field)
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn bad_input_gets_a_4xx_naming_the_problem_and_writes_nothing(pool: PgPool) {
+    let api = Api::start(pool.clone()).await;
+    let limit = jobwire_core::max_payload_bytes(&pool).await.unwrap();
+    let right_id_wrong_secret = {
+        let mut token = api.read.clone();
+        let last = token.pop().unwrap();
+        token.push(if last == '0' { '1' } else { '0' });
+        token
+    };
+    let cases = vec![
+        // Tokens and scopes.
+        case("no token", 401, "UNAUTHENTICATED").token(Token::None),
+        case("not a token", 401, "UNAUTHENTICATED").authorization("Bearer hello"),
+        case("basic auth", 401, "UNAUTHENTICATED").authorization("Basic dXNlcjpwYXNz"),
+        case("unknown token", 401, "UNAUTHENTICATED").authorization(format!(
+            "Bearer jw_{}_{}",
+            "0".repeat(16),
+            "0".repeat(64)
+        )),
+        case("right id, wrong secret", 401, "UNAUTHENTICATED")
+            .authorization(format!("Bearer {right_id_wrong_secret}")),
+        case("read token enqueues", 403, "FORBIDDEN").token(Token::Read),
+        case("write token pauses", 403, "FORBIDDEN")
+            .at("POST", "/queues/default/pause")
+            .token(Token::Write),
+        case("read token cancels", 403, "FORBIDDEN")
+            .at("POST", format!("/jobs/{}/cancel", uuid::Uuid::now_v7()))
+            .token(Token::Read),
+        // The body as a whole.
+        case("no content type", 415, "UNSUPPORTED_MEDIA_TYPE").content_type(None),
+        case("text body", 415, "UNSUPPORTED_MEDIA_TYPE").content_type(Some("text/plain")),
+        case("truncated JSON", 400, "MALFORMED_JSON").raw(b"{\"type\": "),
+        case("trailing bytes", 400, "MALFORMED_JSON").raw(b"{\"type\": \"a\"} {}"),
+        case("not UTF-8", 400, "MALFORMED_JSON").raw(b"{\"type\": \"\xff\xfe\"}"),
+        case("empty body", 400, "MALFORMED_JSON").raw(b""),
+        case("array body", 400, "INVALID_FIELD").json(json!([1, 2])),
+        // Fields.
+        invalid("missing type", "type", json!({"payload": {}})),
+        invalid("empty type", "type", json!({"type": ""})),
+        invalid("blank type", "type", json!({"type": "   "})),
+        invalid("type is a number", "type", json!({"type": 42})),
+        invalid("type too long", "type", json!({"type": "t".repeat(300)})),
+        invalid(
+            "unknown field",
+            "colour",
+            json!({"type": "a", "colour": "red"}),
+        ),
+        invalid(
+            "priority above range",
+            "priority",
+            json!({"type": "a", "priority": 40000}),
+        ),
+        invalid(
+            "negative priority out of range",
+            "priority",
+            json!({"type": "a", "priority": -40000}),
+        ),
+        invalid(
+            "priority as text",
+            "priority",
+            json!({"type": "a", "priority": "high"}),
+        ),
+        invalid(
+            "maxAttempts zero",
+            "maxAttempts",
+            json!({"type": "a", "maxAttempts": 0}),
+        ),
+        invalid(
+            "maxAttempts negative",
+            "maxAttempts",
+            json!({"type": "a", "maxAttempts": -3}),
+        ),
+        invalid(
+            "runAt without offset",
+            "runAt",
+            json!({"type": "a", "runAt": "2026-11-01T00:05:00"}),
+        ),
+        invalid(
+            "runAt not a time",
+            "runAt",
+            json!({"type": "a", "runAt": "tomorrow"}),
+        ),
+        invalid("empty queue", "queue", json!({"type": "a", "queue": ""})),
+        invalid(
+            "empty idempotencyKey",
+            "idempotencyKey",
+            json!({"type": "a", "idempotencyKey": ""}),
+        ),
+        invalid(
+            "idempotencyKey too long",
+            "idempotencyKey",
+            json!({"type": "a", "idempotencyKey": "k".repeat(2000)}),
+        ),
+        case("payload over the limit", 413, "PAYLOAD_TOO_LARGE")
+            .json(json!({"type": "a", "payload": {"blob": "x".repeat(limit)}})),
+        case("body over the server's limit", 413, "PAYLOAD_TOO_LARGE")
+            .json(json!({"type": "a", "payload": {"blob": "x".repeat(2 * 1024 * 1024)}})),
+        // Paths and queries.
+        case("job id not a UUID", 400, "INVALID_JOB_ID")
+            .at("GET", "/jobs/not-a-uuid")
+            .token(Token::Read),
+        case("cancel id not a UUID", 400, "INVALID_JOB_ID").at("POST", "/jobs/123/cancel"),
+        case("limit zero", 400, "INVALID_FIELD")
+            .at("GET", "/jobs?limit=0")
+            .token(Token::Read)
+            .field("limit"),
+        case("limit over 500", 400, "INVALID_FIELD")
+            .at("GET", "/jobs?limit=501")
+            .token(Token::Read)
+            .field("limit"),
+        case("limit not a number", 400, "INVALID_QUERY")
+            .at("GET", "/jobs?limit=ten")
+            .token(Token::Read),
+        case("unknown state", 400, "INVALID_FIELD")
+            .at("GET", "/jobs?state=DONE")
+            .token(Token::Read)
+            .field("state"),
+        case("after not a UUID", 400, "INVALID_QUERY")
+            .at("GET", "/jobs?after=xyz")
+            .token(Token::Read),
+        case("unknown query parameter", 400, "INVALID_QUERY")
+            .at("GET", "/jobs?colour=red")
+            .token(Token::Read),
+        // Dead-letter retry.
+        case("retry without a group", 400, "FILTER_REQUIRED")
+            .at("POST", "/dead-letter/retry")
+            .token(Token::Admin)
+            .json(json!({})),
+        invalid(
+            "retry with a bad since",
+            "since",
+            json!({"type": "a", "since": "yesterday"}),
+        )
+        .at("POST", "/dead-letter/retry")
+        .token(Token::Admin),
+        invalid(
+            "retry with an unknown field",
+            "limit",
+            json!({"type": "a", "limit": 5}),
+        )
+        .at("POST", "/dead-letter/retry")
+        .token(Token::Admin),
+        invalid("retry with an empty type", "type", json!({"type": ""}))
+            .at("POST", "/dead-letter/retry")
+            .token(Token::Admin),
+        // Routes and methods.
+        case("wrong method", 405, "METHOD_NOT_ALLOWED").at("DELETE", "/jobs"),
+        case("no such route", 404, "ROUTE_NOT_FOUND")
+            .at("GET", "/jobz")
+            .token(Token::Read),
+    ];
+    assert!(cases.len() >= 30);
+
+    let mut failures = Vec::new();
+    for case in &cases {
+        let mut request = api
+            .client
+            .request(case.method.parse().unwrap(), api.url(&case.path))
+            .body(case.body.clone());
+        if let Some(content_type) = case.content_type {
+            request = request.header("content-type", content_type);
+        }
+        request = match (&case.authorization, case.token) {
+            (Some(value), _) => request.header("authorization", value),
+            (None, Token::None) => request,
+            (None, Token::Read) => request.bearer_auth(&api.read),
+            (None, Token::Write) => request.bearer_auth(&api.write),
+            (None, Token::Admin) => request.bearer_auth(&api.admin),
+        };
+        let (status, body) = parts(request.send().await.unwrap()).await;
+        let code = if body.is_null() {
+            "<no JSON body>"
+        } else {
+            error_code(&body)
+        };
+        let field = body["error"]["field"].as_str();
+        if status != case.status
+            || code != case.code
+            || (case.field.is_some() && field != case.field)
+        {
+            failures.push(format!(
+                "{}: expected {} {} {:?}, got {status} {body}",
+                case.name, case.status, case.code, case.field
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+
+    // Nothing was written by any of them.
+    for table in ["jobs", "job_outbox", "job_audit", "job_queues"] {
+        assert_eq!(
+            api.count(&format!("SELECT count(*) FROM {table}")).await,
+            0,
+            "{table}"
+        );
+    }
+    // A 401 says how to authenticate.
+    let response = api.client.get(api.url("/queues")).send().await.unwrap();
+    assert_eq!(response.headers()["www-authenticate"], "Bearer");
+}

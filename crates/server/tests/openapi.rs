@@ -1,0 +1,82 @@
+//! The OpenAPI document: generated from the handlers, served at
+//! /openapi.json, checked in as docs/api/openapi.json. This test fails when
+//! the checked-in copy is stale (`JOBWIRE_WRITE_OPENAPI=1 cargo test -p
+//! jobwire-server --test openapi` rewrites it), and when a route the server
+//! answers is missing from the document.
+
+mod common;
+
+use common::{Api, parts};
+use serde_json::Value;
+use sqlx::PgPool;
+
+const CHECKED_IN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/api/openapi.json");
+
+/// Every route of the API, as (method, path template, a concrete path).
+const ROUTES: &[(&str, &str, &str)] = &[
+    ("post", "/jobs", "/jobs"),
+    ("get", "/jobs", "/jobs"),
+    (
+        "get",
+        "/jobs/{jobId}",
+        "/jobs/0193a5b2-0000-7000-8000-000000000000",
+    ),
+    (
+        "post",
+        "/jobs/{jobId}/cancel",
+        "/jobs/0193a5b2-0000-7000-8000-000000000000/cancel",
+    ),
+    ("get", "/dead-letter", "/dead-letter"),
+    ("post", "/dead-letter/retry", "/dead-letter/retry"),
+    ("get", "/queues", "/queues"),
+    ("post", "/queues/{name}/pause", "/queues/default/pause"),
+    ("post", "/queues/{name}/resume", "/queues/default/resume"),
+    ("get", "/healthz", "/healthz"),
+    ("get", "/readyz", "/readyz"),
+    ("get", "/openapi.json", "/openapi.json"),
+];
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn the_served_document_is_the_checked_in_one_and_lists_every_route(pool: PgPool) {
+    let api = Api::start(pool).await;
+    let (status, served) = parts(api.get("/openapi.json", &api.read).send().await.unwrap()).await;
+    assert_eq!(status, 200);
+    let generated = serde_json::to_string_pretty(&jobwire_server::openapi()).unwrap() + "\n";
+    assert_eq!(served, serde_json::from_str::<Value>(&generated).unwrap());
+
+    if std::env::var_os("JOBWIRE_WRITE_OPENAPI").is_some() {
+        std::fs::write(CHECKED_IN, &generated).unwrap();
+    }
+    let checked_in = std::fs::read_to_string(CHECKED_IN).unwrap_or_default();
+    assert!(
+        checked_in == generated,
+        "docs/api/openapi.json is not the document the code generates; rewrite it with \
+         JOBWIRE_WRITE_OPENAPI=1 cargo test -p jobwire-server --test openapi"
+    );
+
+    // Each route is in the document, and the server answers it (anything
+    // but ROUTE_NOT_FOUND / METHOD_NOT_ALLOWED).
+    let paths = served["paths"].as_object().unwrap();
+    let mut documented = 0;
+    for (method, template, concrete) in ROUTES {
+        assert!(
+            paths.get(*template).and_then(|p| p.get(*method)).is_some(),
+            "{method} {template} undocumented"
+        );
+        let request = api
+            .client
+            .request(method.to_uppercase().parse().unwrap(), api.url(concrete))
+            .bearer_auth(&api.admin);
+        let (status, body) = parts(request.send().await.unwrap()).await;
+        assert!(
+            status != 404 || body["error"]["code"] != "ROUTE_NOT_FOUND",
+            "{method} {concrete} not served"
+        );
+        assert_ne!(status, 405, "{method} {concrete} not served");
+    }
+    for operations in paths.values() {
+        documented += operations.as_object().unwrap().len();
+    }
+    // Nothing documented that the list above does not serve.
+    assert_eq!(documented, ROUTES.len());
+}
