@@ -9,6 +9,8 @@ use cmd::enqueue::EnqueueArgs;
 use cmd::outbox::OutboxCommand;
 use cmd::relay::RelayArgs;
 use cmd::replay::ReplayArgs;
+use cmd::serve::ServeArgs;
+use cmd::token::TokenCommand;
 use cmd::worker::WorkerArgs;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -77,6 +79,11 @@ enum Command {
     Run(WorkerArgs),
     /// Migrate, enqueue a realistic mix of jobs, run them, report each one's fate.
     Demo(demo::DemoArgs),
+    /// Serve the HTTP API until Ctrl-C / SIGTERM (loopback by default).
+    Serve(ServeArgs),
+    /// The HTTP API's bearer tokens: create, list, revoke.
+    #[command(subcommand)]
+    Token(TokenCommand),
     /// Drain the outbox (`job_outbox`) into a broker until Ctrl-C / SIGTERM.
     Relay(RelayArgs),
     /// The outbox's dead letters: list them, move them back.
@@ -97,6 +104,7 @@ async fn main() -> Result<()> {
         Command::Worker(_)
         | Command::Relay(_)
         | Command::Run(_)
+        | Command::Serve(_)
         | Command::Bench(_)
         | Command::Faults(_) => "info",
         _ => "warn",
@@ -132,6 +140,8 @@ async fn run(command: Command, pool: PgPool) -> Result<()> {
         Command::Worker(args) => cmd::worker::serve(pool, args, false).await?,
         Command::Run(args) => cmd::worker::serve(pool, args, true).await?,
         Command::Relay(args) => cmd::relay::relay(pool, args).await?,
+        Command::Serve(args) => cmd::serve::serve(pool, args).await?,
+        Command::Token(command) => cmd::token::token(&pool, command).await?,
         Command::Outbox(command) => cmd::outbox::outbox(&pool, command).await?,
         Command::Bench(args) => cmd::bench::bench(pool, args).await?,
         Command::Demo(_) | Command::Faults(_) => unreachable!("handled before connecting"),

@@ -64,6 +64,9 @@ pub(crate) struct WorkerArgs {
     /// happened to its wake-up (the safety net); 0 turns the net off.
     #[arg(long, default_value_t = 180)]
     safety_net_after_s: u64,
+    /// Also serve the HTTP API on this address (e.g. 127.0.0.1:8080).
+    #[arg(long)]
+    listen: Option<std::net::SocketAddr>,
     /// Consumer group (Kafka) for broker-dispatched queues.
     #[arg(long, default_value = "jobwire-workers")]
     consumer_group: String,
@@ -158,6 +161,9 @@ pub(crate) async fn serve(pool: PgPool, args: WorkerArgs, with_relay: bool) -> R
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     let mut worker = Worker::new(pool.clone(), registry, config);
     let mut node = Node::new(pool.clone()).with_maintenance(maintenance);
+    if let Some(addr) = args.listen {
+        node = node.with_http(super::serve::bind(addr, &pool).await?);
+    }
     if let Some(transport) = transport {
         worker = worker.with_transport(transport.clone());
         if with_relay {

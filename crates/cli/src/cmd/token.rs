@@ -1,0 +1,65 @@
+//! `jobwire token`: create, list and revoke the HTTP API's bearer tokens.
+
+use anyhow::{Result, bail};
+use jobwire_core::Scope;
+use sqlx::PgPool;
+
+#[derive(clap::Subcommand)]
+pub(crate) enum TokenCommand {
+    /// Create a token and print its secret (shown this once; only a hash is kept).
+    Create {
+        /// Who the token is: recorded in job_audit for what it does.
+        name: String,
+        /// read (look), write (also enqueue and cancel) or admin (also
+        /// dead-letter retry, pause and resume).
+        #[arg(long, value_parser = ["read", "write", "admin"])]
+        scope: String,
+    },
+    /// List tokens (never their secrets).
+    List,
+    /// Revoke the live token with this name: it stops working at once.
+    Revoke {
+        /// The token's name.
+        name: String,
+    },
+}
+
+pub(crate) async fn token(pool: &PgPool, command: TokenCommand) -> Result<()> {
+    match command {
+        TokenCommand::Create { name, scope } => {
+            let scope: Scope = scope.parse()?;
+            let created = jobwire_core::create_api_token(pool, &name, scope).await?;
+            eprintln!(
+                "token {:?} ({}) created; its secret is shown only now:",
+                created.token.name, created.token.scope
+            );
+            println!("{}", created.secret);
+        }
+        TokenCommand::List => {
+            let tokens = jobwire_core::list_api_tokens(pool).await?;
+            if tokens.is_empty() {
+                println!("no tokens");
+            }
+            for token in tokens {
+                let status = match token.revoked_at {
+                    Some(at) => format!("revoked {}", at.to_rfc3339()),
+                    None => "live".to_owned(),
+                };
+                println!(
+                    "{:<24} {:<6} {}  created {}  {status}",
+                    token.name,
+                    token.scope,
+                    token.token_id,
+                    token.created_at.to_rfc3339()
+                );
+            }
+        }
+        TokenCommand::Revoke { name } => {
+            if !jobwire_core::revoke_api_token(pool, &name).await? {
+                bail!("no live token is called {name:?}");
+            }
+            println!("token {name:?} revoked");
+        }
+    }
+    Ok(())
+}
