@@ -9,6 +9,7 @@ use cmd::enqueue::EnqueueArgs;
 use cmd::outbox::OutboxCommand;
 use cmd::relay::RelayArgs;
 use cmd::replay::ReplayArgs;
+use cmd::schedule::ScheduleCommand;
 use cmd::serve::ServeArgs;
 use cmd::token::TokenCommand;
 use cmd::worker::WorkerArgs;
@@ -79,6 +80,9 @@ enum Command {
     Run(WorkerArgs),
     /// Migrate, enqueue a realistic mix of jobs, run them, report each one's fate.
     Demo(demo::DemoArgs),
+    /// Recurring schedules: put, list, show, pause, resume, rm.
+    #[command(subcommand)]
+    Schedule(ScheduleCommand),
     /// Serve the HTTP API until Ctrl-C / SIGTERM (loopback by default).
     Serve(ServeArgs),
     /// The HTTP API's bearer tokens: create, list, revoke.
@@ -141,6 +145,7 @@ async fn run(command: Command, pool: PgPool) -> Result<()> {
         Command::Run(args) => cmd::worker::serve(pool, args, true).await?,
         Command::Relay(args) => cmd::relay::relay(pool, args).await?,
         Command::Serve(args) => cmd::serve::serve(pool, args).await?,
+        Command::Schedule(command) => cmd::schedule::schedule(&pool, command).await?,
         Command::Token(command) => cmd::token::token(&pool, command).await?,
         Command::Outbox(command) => cmd::outbox::outbox(&pool, command).await?,
         Command::Bench(args) => cmd::bench::bench(pool, args).await?,

@@ -16,6 +16,7 @@ pub mod backoff;
 pub mod effects;
 mod error;
 mod model;
+pub mod schedule;
 mod schema;
 pub mod store;
 
@@ -28,15 +29,17 @@ pub use model::{
 };
 pub use schema::{MIGRATOR, SchemaState, migrate, schema_state};
 pub use store::{
-    ApiToken, BulkReplay, ClaimByIds, CreatedToken, Enqueuer, MAX_PAYLOAD_BYTES, OutboxDeadGroup,
-    OutboxReplayFilter, PAYLOAD_CEILING_BYTES, ReplayFilter, Scope, SideTable, WAKE_CHANNEL,
-    acknowledge_cancel, archive_finished, authenticate_api_token, claim_batch, claim_by_ids,
-    claim_overdue, complete, create_api_token, dead_letter_groups, enqueue, enqueue_many, fail,
-    finish_many, heartbeat, heartbeat_many, job_status, list_api_tokens, list_jobs,
-    max_payload_bytes, outbox_dead_groups, outbox_lag, queue_dispatch, queue_overview,
-    reconcile_wake_ups, replay_dead, replay_dead_in_batches, replay_dead_job, replay_outbox_dead,
-    request_cancel, resume_queue, revoke_api_token, set_max_payload_bytes, set_queue_dispatch,
-    set_queue_paused, sweep_expired_leases, trim_side_table,
+    ApiToken, BulkReplay, ClaimByIds, CreatedToken, Enqueuer, FireReport, MAX_PAYLOAD_BYTES,
+    MissedRuns, OutboxDeadGroup, OutboxReplayFilter, PAYLOAD_CEILING_BYTES, ReplayFilter, Schedule,
+    ScheduleSpec, Scope, SideTable, WAKE_CHANNEL, acknowledge_cancel, archive_finished,
+    authenticate_api_token, claim_batch, claim_by_ids, claim_overdue, complete, create_api_token,
+    dead_letter_groups, delete_schedule, enqueue, enqueue_many, fail, finish_many,
+    fire_due_schedules, get_schedule, heartbeat, heartbeat_many, job_status, list_api_tokens,
+    list_jobs, list_schedules, max_payload_bytes, outbox_dead_groups, outbox_lag, put_schedule,
+    queue_dispatch, queue_overview, reconcile_wake_ups, replay_dead, replay_dead_in_batches,
+    replay_dead_job, replay_outbox_dead, request_cancel, resume_queue, revoke_api_token,
+    set_max_payload_bytes, set_queue_dispatch, set_queue_paused, set_schedule_paused,
+    sweep_expired_leases, trim_side_table,
 };
 
 /// Result alias for this crate.

@@ -468,6 +468,10 @@ pub struct JobStatus {
     pub updated_at: DateTime<Utc>,
     /// When it reached a terminal state.
     pub finished_at: Option<DateTime<Utc>>,
+    /// The schedule whose occurrence created it.
+    pub schedule_name: Option<String>,
+    /// That occurrence's nominal instant.
+    pub scheduled_for: Option<DateTime<Utc>>,
     /// True when read from `jobs_history`.
     pub archived: bool,
 }

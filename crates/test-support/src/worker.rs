@@ -48,5 +48,6 @@ pub fn test_maintenance() -> MaintenanceConfig {
         }),
         retention: None,
         reconciler: Some(ReconcilerConfig::default()),
+        scheduler: None,
     }
 }

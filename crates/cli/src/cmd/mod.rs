@@ -9,6 +9,7 @@ pub(crate) mod migrate;
 pub(crate) mod outbox;
 pub(crate) mod relay;
 pub(crate) mod replay;
+pub(crate) mod schedule;
 pub(crate) mod serve;
 pub(crate) mod status;
 pub(crate) mod token;

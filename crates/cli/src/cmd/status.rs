@@ -50,6 +50,9 @@ fn print_status(status: &JobStatus) {
             status.last_error.as_deref().unwrap_or("")
         );
     }
+    if let (Some(schedule), Some(nominal)) = (&status.schedule_name, status.scheduled_for) {
+        println!("schedule   {schedule}, occurrence {}", nominal.to_rfc3339());
+    }
     println!("created    {}", status.created_at.to_rfc3339());
     println!("finished   {}", time(status.finished_at));
     println!("payload    {}", status.payload);

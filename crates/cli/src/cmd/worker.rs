@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use jobwire_consumer::maintenance::{
-    MaintenanceConfig, ReconcilerConfig, RetentionConfig, SweeperConfig,
+    MaintenanceConfig, ReconcilerConfig, RetentionConfig, SchedulerConfig, SweeperConfig,
 };
 use jobwire_consumer::{
     HandlerOptions, HandlerRegistry, QueueConfig, RuntimeConfig, Worker, WorkerConfig,
@@ -48,6 +48,9 @@ pub(crate) struct WorkerArgs {
     /// Do not run the wake-up reconciler in this process.
     #[arg(long)]
     no_reconciler: bool,
+    /// Do not run the scheduler (firing due schedules) in this process.
+    #[arg(long)]
+    no_scheduler: bool,
     /// Do not run retention (moving finished jobs to jobs_history, trimming
     /// the side tables) in this process.
     #[arg(long)]
@@ -156,6 +159,7 @@ pub(crate) async fn serve(pool: PgPool, args: WorkerArgs, with_relay: bool) -> R
             interval: Duration::from_millis(args.reconcile_interval_ms),
             ..ReconcilerConfig::default()
         }),
+        scheduler: (!args.no_scheduler).then(SchedulerConfig::default),
     };
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));

@@ -1,15 +1,17 @@
 //! Background maintenance, one loop per file: the lease [`Sweeper`], the
-//! [`Retention`] loop and the wake-up [`Reconciler`]. Each is a validated
+//! [`Retention`] loop, the wake-up [`Reconciler`] and the [`Scheduler`]. Each is a validated
 //! config plus `run(self, shutdown)`; several instances may run at once
 //! (their statements use SKIP LOCKED). [`Maintenance`] runs the enabled ones
 //! together under one shutdown token.
 
 mod reconciler;
 mod retention;
+mod scheduler;
 mod sweeper;
 
 pub use reconciler::{Reconciler, ReconcilerConfig};
 pub use retention::{Retention, RetentionConfig};
+pub use scheduler::{Scheduler, SchedulerConfig};
 pub use sweeper::{Sweeper, SweeperConfig};
 
 use jobwire_loop::InvalidSetting;
@@ -27,6 +29,8 @@ pub struct MaintenanceConfig {
     pub retention: Option<RetentionConfig>,
     /// Re-wake broker-dispatched jobs whose wake-up went missing.
     pub reconciler: Option<ReconcilerConfig>,
+    /// Fire due schedules.
+    pub scheduler: Option<SchedulerConfig>,
 }
 
 impl Default for MaintenanceConfig {
@@ -35,6 +39,7 @@ impl Default for MaintenanceConfig {
             sweeper: Some(SweeperConfig::default()),
             retention: Some(RetentionConfig::default()),
             reconciler: Some(ReconcilerConfig::default()),
+            scheduler: Some(SchedulerConfig::default()),
         }
     }
 }
@@ -46,6 +51,7 @@ impl MaintenanceConfig {
             sweeper: None,
             retention: None,
             reconciler: None,
+            scheduler: None,
         }
     }
 
@@ -60,6 +66,9 @@ impl MaintenanceConfig {
         if let Some(reconciler) = &self.reconciler {
             reconciler.validate()?;
         }
+        if let Some(scheduler) = &self.scheduler {
+            scheduler.validate()?;
+        }
         Ok(())
     }
 }
@@ -71,6 +80,7 @@ pub struct Maintenance {
     sweeper: Option<Sweeper>,
     retention: Option<Retention>,
     reconciler: Option<Reconciler>,
+    scheduler: Option<Scheduler>,
 }
 
 impl Maintenance {
@@ -88,14 +98,21 @@ impl Maintenance {
                 .transpose()?,
             reconciler: config
                 .reconciler
-                .map(|c| Reconciler::new(pool, c))
+                .map(|c| Reconciler::new(pool.clone(), c))
+                .transpose()?,
+            scheduler: config
+                .scheduler
+                .map(|c| Scheduler::new(pool, c))
                 .transpose()?,
         })
     }
 
     /// Whether any loop is enabled.
     pub fn is_empty(&self) -> bool {
-        self.sweeper.is_none() && self.retention.is_none() && self.reconciler.is_none()
+        self.sweeper.is_none()
+            && self.retention.is_none()
+            && self.reconciler.is_none()
+            && self.scheduler.is_none()
     }
 
     /// Run every enabled loop until `shutdown`; returns once all stopped.
@@ -109,6 +126,9 @@ impl Maintenance {
         }
         if let Some(reconciler) = self.reconciler {
             loops.spawn(reconciler.run(shutdown.clone()));
+        }
+        if let Some(scheduler) = self.scheduler {
+            loops.spawn(scheduler.run(shutdown.clone()));
         }
         while loops.join_next().await.is_some() {}
     }

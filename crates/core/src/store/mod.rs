@@ -15,6 +15,7 @@ mod lease;
 mod maintenance;
 mod outbox;
 mod queues;
+mod schedules;
 mod settings;
 mod tokens;
 mod views;
@@ -35,6 +36,10 @@ pub use maintenance::{
 };
 pub use outbox::{OutboxDeadGroup, OutboxReplayFilter, outbox_dead_groups, replay_outbox_dead};
 pub use queues::{queue_dispatch, resume_queue, set_queue_dispatch, set_queue_paused};
+pub use schedules::{
+    FireReport, MAX_JITTER_SECONDS, MissedRuns, ON_TIME, Schedule, ScheduleSpec, delete_schedule,
+    fire_due_schedules, get_schedule, list_schedules, put_schedule, set_schedule_paused,
+};
 pub use settings::{PAYLOAD_CEILING_BYTES, max_payload_bytes, set_max_payload_bytes};
 pub use tokens::{
     ApiToken, CreatedToken, Scope, authenticate_api_token, create_api_token, list_api_tokens,

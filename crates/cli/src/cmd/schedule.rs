@@ -1,0 +1,201 @@
+//! `jobwire schedule`: recurring schedules, created, listed, paused,
+//! resumed and removed. The schedulers inside `jobwire worker` / `run` fire them.
+
+use anyhow::{Context, Result, bail};
+use chrono::{DateTime, Utc};
+use jobwire_core::{MissedRuns, NewJob, Schedule, ScheduleSpec};
+use sqlx::PgPool;
+
+#[derive(clap::Subcommand)]
+pub(crate) enum ScheduleCommand {
+    /// Create or replace a schedule.
+    Put(PutArgs),
+    /// List schedules with their next three fire times (zone and UTC).
+    List {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one schedule.
+    Show {
+        /// The schedule.
+        name: String,
+    },
+    /// Stop firing a schedule (until resumed).
+    Pause {
+        /// The schedule.
+        name: String,
+    },
+    /// Fire a paused schedule again, from its next occurrence.
+    Resume {
+        /// The schedule.
+        name: String,
+    },
+    /// Remove a schedule (the jobs it created stay).
+    Rm {
+        /// The schedule.
+        name: String,
+    },
+}
+
+#[derive(clap::Args)]
+pub(crate) struct PutArgs {
+    /// The schedule's name.
+    name: String,
+    /// Cron expression: 5 fields (minute hour day month weekday), 6 with
+    /// seconds first, or @hourly, @daily, @weekly, @monthly, @yearly.
+    #[arg(long)]
+    cron: String,
+    /// IANA time zone (Asia/Kolkata, America/New_York, ...) or UTC.
+    #[arg(long, default_value = "UTC")]
+    timezone: String,
+    /// The job type each occurrence enqueues.
+    #[arg(long = "type")]
+    job_type: String,
+    /// The job's payload, as JSON.
+    #[arg(long, default_value = "{}")]
+    payload: String,
+    /// The job's queue.
+    #[arg(long, default_value = NewJob::DEFAULT_QUEUE)]
+    queue: String,
+    /// The job's priority (lower runs first).
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    priority: i16,
+    /// The job's attempt budget.
+    #[arg(long, default_value_t = NewJob::DEFAULT_MAX_ATTEMPTS)]
+    max_attempts: i32,
+    /// Spread each occurrence's start over this many seconds (at most 86400).
+    #[arg(long, default_value_t = 0)]
+    jitter_seconds: u32,
+    /// Occurrences missed while no scheduler ran: skip them, run the latest
+    /// once, or run all (at most --max-catch-up).
+    #[arg(long, default_value = "latest", value_parser = ["skip", "latest", "all"])]
+    missed: String,
+    /// Most missed occurrences `--missed all` enqueues at once.
+    #[arg(long, default_value_t = 100)]
+    max_catch_up: u32,
+}
+
+pub(crate) async fn schedule(pool: &PgPool, command: ScheduleCommand) -> Result<()> {
+    match command {
+        ScheduleCommand::Put(args) => put(pool, args).await,
+        ScheduleCommand::List { json } => {
+            let schedules = jobwire_core::list_schedules(pool).await?;
+            if json {
+                let mut out = Vec::new();
+                for schedule in &schedules {
+                    let mut value = serde_json::to_value(schedule)?;
+                    value["next_occurrences"] = serde_json::to_value(next_three(schedule)?)?;
+                    out.push(value);
+                }
+                println!("{}", serde_json::to_string_pretty(&out)?);
+                return Ok(());
+            }
+            if schedules.is_empty() {
+                println!("no schedules");
+            }
+            for schedule in &schedules {
+                print_schedule(schedule)?;
+                println!();
+            }
+            Ok(())
+        }
+        ScheduleCommand::Show { name } => {
+            let schedule = jobwire_core::get_schedule(pool, &name)
+                .await?
+                .with_context(|| format!("no schedule is called {name:?}"))?;
+            print_schedule(&schedule)
+        }
+        ScheduleCommand::Pause { name } => {
+            if !jobwire_core::set_schedule_paused(pool, &name, true).await? {
+                bail!("no schedule is called {name:?}");
+            }
+            println!("schedule {name:?} paused");
+            Ok(())
+        }
+        ScheduleCommand::Resume { name } => {
+            if !jobwire_core::set_schedule_paused(pool, &name, false).await? {
+                bail!("no schedule is called {name:?}");
+            }
+            println!("schedule {name:?} resumed");
+            Ok(())
+        }
+        ScheduleCommand::Rm { name } => {
+            if !jobwire_core::delete_schedule(pool, &name).await? {
+                bail!("no schedule is called {name:?}");
+            }
+            println!("schedule {name:?} removed (the jobs it created stay)");
+            Ok(())
+        }
+    }
+}
+
+async fn put(pool: &PgPool, args: PutArgs) -> Result<()> {
+    let payload: serde_json::Value = serde_json::from_str(&args.payload)
+        .with_context(|| format!("--payload is not valid JSON: {}", args.payload))?;
+    let job = NewJob::new(args.job_type, payload)
+        .with_queue(args.queue)
+        .with_priority(args.priority)
+        .with_max_attempts(args.max_attempts);
+    let spec = ScheduleSpec {
+        jitter_seconds: args.jitter_seconds,
+        missed: args.missed.parse::<MissedRuns>()?,
+        max_catch_up: args.max_catch_up,
+        ..ScheduleSpec::new(&args.name, args.cron, args.timezone, job)
+    };
+    let created = jobwire_core::put_schedule(pool, &spec).await?;
+    println!(
+        "schedule {:?} {}",
+        args.name,
+        if created { "created" } else { "replaced" }
+    );
+    if let Some(schedule) = jobwire_core::get_schedule(pool, &args.name).await? {
+        print_schedule(&schedule)?;
+    }
+    Ok(())
+}
+
+fn next_three(schedule: &Schedule) -> Result<Vec<DateTime<Utc>>> {
+    let from = schedule
+        .next_run_at
+        .map(|at| at - chrono::TimeDelta::seconds(1));
+    Ok(match from {
+        Some(from) if !schedule.paused => schedule.next_occurrences(from, 3)?,
+        _ => Vec::new(),
+    })
+}
+
+fn print_schedule(schedule: &Schedule) -> Result<()> {
+    let zone: chrono_tz::Tz = schedule.timezone.parse().unwrap_or(chrono_tz::UTC);
+    println!(
+        "{}  {}  ({}){}",
+        schedule.name,
+        schedule.cron,
+        schedule.timezone,
+        if schedule.paused { "  PAUSED" } else { "" }
+    );
+    println!(
+        "  job        {} on queue {} (priority {}, {} attempts), payload {}",
+        schedule.job_type,
+        schedule.queue,
+        schedule.priority,
+        schedule.max_attempts,
+        schedule.payload
+    );
+    println!(
+        "  jitter     {} s; missed runs: {} (catch-up cap {})",
+        schedule.jitter_seconds, schedule.missed, schedule.max_catch_up
+    );
+    match &schedule.last_fired_for {
+        Some(at) => println!("  last fired {}", at.to_rfc3339()),
+        None => println!("  last fired never"),
+    }
+    for at in next_three(schedule)? {
+        println!(
+            "  next       {}  ({})",
+            at.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S %Z"),
+            at.format("%Y-%m-%dT%H:%M:%SZ")
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,2 @@
+-- The database clock: every timestamp jobwire writes comes from it.
+SELECT now()

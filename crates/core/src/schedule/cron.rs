@@ -1,0 +1,246 @@
+//! Occurrences of a cron expression in a time zone, under the documented
+//! daylight-saving rules (docs/schedules.md):
+//!
+//! - A cron with **fixed hours** (`30 2 * * *`, `0 9-17 * * MON-FRI`,
+//!   `@daily`) is about the wall clock. A local time that does not exist
+//!   (clocks jump forward over it) fires once, at the first instant after
+//!   the gap; a local time that occurs twice (clocks fall back) fires once,
+//!   at its first occurrence.
+//! - A cron whose hour field is `*` or a step (`*/15 * * * *`, `0 * * * *`,
+//!   `@hourly`) is about elapsed time: it fires at every real instant whose
+//!   local time matches. Through a gap nothing matches (the next match is
+//!   after it); through a fold the repeated hour matches twice.
+//!
+//! croner parses the expression and finds matching **wall-clock** times
+//! (it is asked about naive local times only); chrono-tz's zone data turns
+//! each into zero, one or two real instants, and the rules above choose.
+
+use std::str::FromStr;
+
+use chrono::{DateTime, LocalResult, NaiveDateTime, TimeDelta, TimeZone, Timelike, Utc};
+use chrono_tz::Tz;
+use croner::Cron;
+
+use crate::{Error, Result};
+
+/// The largest change of a zone's UTC offset at one transition that the
+/// search allows for (real ones are at most two hours).
+const MAX_SHIFT: TimeDelta = TimeDelta::hours(3);
+/// How many wall-clock matches one search may look at before giving up.
+const SEARCH_LIMIT: usize = 100_000;
+/// Offsets are sampled this often around an instant: transitions are hours
+/// apart, so no change of offset hides between two samples.
+const SAMPLE: TimeDelta = TimeDelta::minutes(15);
+
+/// A parsed, validated schedule: what fires when.
+#[derive(Debug, Clone)]
+pub struct CronSchedule {
+    expression: String,
+    cron: Cron,
+    zone: Tz,
+    follows_elapsed_time: bool,
+}
+
+impl CronSchedule {
+    /// Parse `expression` (5 fields, or 6 with seconds first, or `@hourly`,
+    /// `@daily`, `@weekly`, `@monthly`, `@yearly`) in `timezone` (an IANA
+    /// name such as `Asia/Kolkata`, or `UTC`). An expression that never
+    /// fires (`0 0 30 2 *`) is refused too.
+    pub fn parse(expression: &str, timezone: &str) -> Result<Self> {
+        let expression = expression.trim();
+        let cron = Cron::from_str(expression).map_err(|err| Error::InvalidArgument {
+            argument: "cron",
+            reason: format!("{expression:?} is not a cron expression: {err}"),
+        })?;
+        let zone: Tz = timezone.parse().map_err(|_| Error::InvalidArgument {
+            argument: "timezone",
+            reason: format!(
+                "{timezone:?} is not a time zone name; use an IANA name such as \
+                 Asia/Kolkata or America/New_York, or UTC (`timedatectl \
+                 list-timezones` lists them)"
+            ),
+        })?;
+        let schedule = CronSchedule {
+            follows_elapsed_time: hour_field_is_open(expression),
+            expression: expression.to_owned(),
+            cron,
+            zone,
+        };
+        let start = Utc.with_ymd_and_hms(2000, 1, 1, 0, 0, 0).unwrap();
+        if schedule.next_after(start).is_none() {
+            return Err(Error::InvalidArgument {
+                argument: "cron",
+                reason: format!("{expression:?} never fires"),
+            });
+        }
+        Ok(schedule)
+    }
+
+    /// The expression as given (trimmed).
+    pub fn expression(&self) -> &str {
+        &self.expression
+    }
+
+    /// The time zone.
+    pub fn zone(&self) -> Tz {
+        self.zone
+    }
+
+    /// Whether the hour field is `*` or a step, so the schedule follows
+    /// elapsed time through daylight-saving changes (else the wall clock).
+    pub fn follows_elapsed_time(&self) -> bool {
+        self.follows_elapsed_time
+    }
+
+    /// The first occurrence strictly after `after`, or `None` if there is
+    /// none (an expression whose last match has passed).
+    ///
+    /// croner walks wall-clock matches forward; each maps to its instants.
+    /// Wall-clock time runs backwards through a fold, so the walk starts at
+    /// the lowest wall time shown in the next [`MAX_SHIFT`], and it stops
+    /// once a wall time is past any instant that could still beat the best
+    /// one found.
+    pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let samples = (MAX_SHIFT.num_minutes() / SAMPLE.num_minutes()) as i32;
+        let mut cursor = self.wall(after);
+        for k in 1..=samples {
+            cursor = cursor.min(self.wall(after + SAMPLE * k) - SAMPLE);
+        }
+        let mut best: Option<(DateTime<Utc>, NaiveDateTime)> = None;
+        let mut inclusive = cursor < self.wall(after);
+        for _ in 0..SEARCH_LIMIT {
+            let wall = self.cron.find_next_occurrence(&cursor, inclusive).ok()?;
+            inclusive = false;
+            if let Some((_, stop_after)) = best
+                && wall > stop_after
+            {
+                break;
+            }
+            for instant in self.instants_of(wall) {
+                if instant > after && best.is_none_or(|(best, _)| instant < best) {
+                    best = Some((instant, self.stop_after(instant)));
+                }
+            }
+            cursor = wall;
+        }
+        best.map(|(instant, _)| instant)
+    }
+
+    /// The local wall-clock time at `at`.
+    fn wall(&self, at: DateTime<Utc>) -> NaiveDateTime {
+        at.with_timezone(&self.zone).naive_local()
+    }
+
+    /// The zone's UTC offset at `at`.
+    fn offset(&self, at: DateTime<Utc>) -> TimeDelta {
+        self.wall(at) - at.naive_utc()
+    }
+
+    /// The wall time past which no match can map to an instant before
+    /// `best`: its own wall time, plus how much larger the offset was in
+    /// the hours before it (a fold just before `best`).
+    fn stop_after(&self, best: DateTime<Utc>) -> NaiveDateTime {
+        let samples = (MAX_SHIFT.num_minutes() / SAMPLE.num_minutes()) as i32;
+        let here = self.offset(best);
+        let allowance = (1..=samples)
+            .map(|k| self.offset(best - SAMPLE * k) - here)
+            .fold(TimeDelta::zero(), TimeDelta::max);
+        self.wall(best) + allowance
+    }
+
+    /// The occurrences strictly after `after`, in order.
+    pub fn occurrences_after(
+        &self,
+        after: DateTime<Utc>,
+    ) -> impl Iterator<Item = DateTime<Utc>> + '_ {
+        std::iter::successors(self.next_after(after), move |last| self.next_after(*last))
+    }
+
+    /// The real instants at which the wall-clock time `wall` fires.
+    fn instants_of(&self, wall: NaiveDateTime) -> Vec<DateTime<Utc>> {
+        match self.zone.from_local_datetime(&wall) {
+            LocalResult::Single(at) => vec![at.to_utc()],
+            LocalResult::Ambiguous(first, second) => {
+                let (earlier, later) = (
+                    first.to_utc().min(second.to_utc()),
+                    first.to_utc().max(second.to_utc()),
+                );
+                if self.follows_elapsed_time {
+                    vec![earlier, later]
+                } else {
+                    vec![earlier]
+                }
+            }
+            LocalResult::None if self.follows_elapsed_time => Vec::new(),
+            LocalResult::None => self.end_of_gap(wall).into_iter().collect(),
+        }
+    }
+
+    /// The first instant after the gap `wall` falls in: the transition.
+    /// Transitions fall on whole minutes, so the first wall-clock minute
+    /// after `wall` that exists is the gap's end.
+    fn end_of_gap(&self, wall: NaiveDateTime) -> Option<DateTime<Utc>> {
+        let mut minute = wall.with_second(0)?.with_nanosecond(0)?;
+        for _ in 0..(24 * 60) {
+            minute += TimeDelta::minutes(1);
+            match self.zone.from_local_datetime(&minute) {
+                LocalResult::Single(at) => return Some(at.to_utc()),
+                LocalResult::Ambiguous(first, second) => {
+                    return Some(first.to_utc().min(second.to_utc()));
+                }
+                LocalResult::None => {}
+            }
+        }
+        None
+    }
+}
+
+/// Whether a cron's hour field is `*` or a step (`*/2`): such a schedule
+/// is about elapsed time, not about a time on the wall clock.
+fn hour_field_is_open(expression: &str) -> bool {
+    let fields: Vec<&str> = expression.split_whitespace().collect();
+    let hour = match fields.as_slice() {
+        [nickname] => return nickname.eq_ignore_ascii_case("@hourly"),
+        [_, hour, _, _, _] => hour,
+        [_, _, hour, _, _, _] | [_, _, hour, _, _, _, _] => hour,
+        _ => return false,
+    };
+    *hour == "*" || hour.starts_with("*/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hour_field_decides_which_rule_applies() {
+        for open in ["*/15 * * * *", "0 * * * *", "@hourly", "0 0 */2 * * *"] {
+            assert!(hour_field_is_open(open), "{open}");
+        }
+        for fixed in [
+            "30 2 * * *",
+            "0 9-17 * * MON-FRI",
+            "@daily",
+            "0 30 1 * * *",
+            "0 1,13 * * *",
+        ] {
+            assert!(!hour_field_is_open(fixed), "{fixed}");
+        }
+    }
+
+    #[test]
+    fn bad_expressions_and_zones_say_what_is_wrong() {
+        let err = CronSchedule::parse("61 * * * *", "UTC")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("cron") && err.contains("61 * * * *"), "{err}");
+        let err = CronSchedule::parse("0 8 * * *", "Mars/Olympus")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("timezone") && err.contains("IANA"), "{err}");
+        let err = CronSchedule::parse("0 0 30 2 *", "UTC")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("never fires"), "{err}");
+    }
+}
