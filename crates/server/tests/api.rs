@@ -464,3 +464,127 @@ async fn readiness_says_when_the_database_is_not_usable(pool: PgPool) {
     assert_eq!(status, 200);
     stop.cancel();
 }
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn schedules_over_http(pool: PgPool) {
+    let api = Api::start(pool).await;
+    let body = json!({ "cron": "0 8 * * *", "timezone": "Asia/Kolkata",
+                       "type": "send_daily_digest", "jitterSeconds": 600 });
+    let put = |body: Value| {
+        api.client
+            .put(api.url("/schedules/digest"))
+            .bearer_auth(&api.admin)
+            .json(&body)
+            .send()
+    };
+    let (status, created) = parts(put(body.clone()).await.unwrap()).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["timezone"], "Asia/Kolkata");
+    assert_eq!(created["missed"], "latest");
+    let next: Vec<&str> = created["nextOccurrences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(next.len(), 3);
+    assert!(next.iter().all(|at| at.ends_with("T02:30:00Z")), "{next:?}");
+    let (status, _) = parts(put(body.clone()).await.unwrap()).await;
+    assert_eq!(status, 200, "replaced");
+
+    let (status, listed) = parts(api.get("/schedules", &api.read).send().await.unwrap()).await;
+    assert_eq!(
+        (status, listed["schedules"].as_array().unwrap().len()),
+        (200, 1)
+    );
+    let (status, paused) = parts(
+        api.post("/schedules/digest/pause", &api.admin)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (
+            status,
+            paused["paused"].clone(),
+            paused["nextOccurrences"].clone()
+        ),
+        (200, json!(true), json!([]))
+    );
+    let (status, resumed) = parts(
+        api.post("/schedules/digest/resume", &api.admin)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, resumed["paused"].clone()), (200, json!(false)));
+
+    // Bad input names the field; nothing is stored.
+    for (bad, field) in [
+        (
+            json!({"cron": "0 25 * * *", "timezone": "UTC", "type": "x"}),
+            "cron",
+        ),
+        (
+            json!({"cron": "0 0 30 2 *", "timezone": "UTC", "type": "x"}),
+            "cron",
+        ),
+        (
+            json!({"cron": "0 8 * * *", "timezone": "Asia/Calcuta", "type": "x"}),
+            "timezone",
+        ),
+        (
+            json!({"cron": "0 8 * * *", "timezone": "UTC", "type": "x", "jitterSeconds": 90000}),
+            "jitterSeconds",
+        ),
+        (
+            json!({"cron": "0 8 * * *", "timezone": "UTC", "type": "x", "jitterSeconds": -1}),
+            "jitterSeconds",
+        ),
+        (
+            json!({"cron": "0 8 * * *", "timezone": "UTC", "type": "x", "missed": "sometimes"}),
+            "missed",
+        ),
+        (json!({"cron": "0 8 * * *", "timezone": "UTC"}), "type"),
+    ] {
+        let response = api
+            .client
+            .put(api.url("/schedules/other"))
+            .bearer_auth(&api.admin)
+            .json(&bad)
+            .send()
+            .await
+            .unwrap();
+        let (status, body) = parts(response).await;
+        assert_eq!(
+            (status, body["error"]["field"].as_str()),
+            (400, Some(field)),
+            "{bad} -> {body}"
+        );
+    }
+    let (status, body) = parts(
+        api.client
+            .put(api.url("/schedules/other"))
+            .bearer_auth(&api.write)
+            .json(&body)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, error_code(&body)), (403, "FORBIDDEN"));
+    let (status, body) = parts(api.get("/schedules/other", &api.read).send().await.unwrap()).await;
+    assert_eq!((status, error_code(&body)), (404, "SCHEDULE_NOT_FOUND"));
+
+    let delete = || {
+        api.client
+            .delete(api.url("/schedules/digest"))
+            .bearer_auth(&api.admin)
+            .send()
+    };
+    assert_eq!(delete().await.unwrap().status(), 204);
+    let (status, body) = parts(delete().await.unwrap()).await;
+    assert_eq!((status, error_code(&body)), (404, "SCHEDULE_NOT_FOUND"));
+}

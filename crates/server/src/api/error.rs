@@ -259,6 +259,8 @@ fn api_field(core: &str) -> String {
         "dedup_key" => "idempotencyKey",
         "run_at" => "runAt",
         "error_code" => "errorCode",
+        "jitter_seconds" => "jitterSeconds",
+        "max_catch_up" => "maxCatchUp",
         other => other,
     }
     .to_owned()

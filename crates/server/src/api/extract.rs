@@ -149,6 +149,20 @@ impl<S: Send + Sync> FromRequestParts<S> for QueuePath {
     }
 }
 
+/// The `{name}` of a schedule path.
+pub(crate) struct SchedulePath(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for SchedulePath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Path(name) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|rejection| ApiError::bad_request("INVALID_PATH", rejection.body_text()))?;
+        Ok(SchedulePath(name))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -83,6 +83,10 @@ pub(crate) struct JobView {
     lease_generation: i64,
     heartbeat_at: Option<DateTime<Utc>>,
     idempotency_key: Option<String>,
+    /// The schedule whose occurrence created it.
+    schedule_name: Option<String>,
+    /// That occurrence's nominal instant.
+    scheduled_for: Option<DateTime<Utc>>,
     /// True once it has moved to history (finished and past retention).
     archived: bool,
     #[schema(value_type = Object)]
@@ -110,6 +114,8 @@ impl From<JobStatus> for JobView {
             lease_generation: job.lease_generation.0,
             heartbeat_at: job.heartbeat_at,
             idempotency_key: job.dedup_key,
+            schedule_name: job.schedule_name,
+            scheduled_for: job.scheduled_for,
             archived: job.archived,
             payload: job.payload,
         }

@@ -20,6 +20,7 @@ mod health;
 mod jobs;
 mod queues;
 mod request_id;
+mod schedules;
 
 use error::ApiError;
 
@@ -51,6 +52,7 @@ const BODY_LIMIT_BYTES: usize = jobwire_core::PAYLOAD_CEILING_BYTES + 64 * 1024;
         (name = "jobs", description = "Enqueue, read, list and cancel jobs"),
         (name = "dead letters", description = "FAILED jobs by type and error, and retrying them"),
         (name = "queues", description = "Queues: depth, age, pause and resume"),
+        (name = "schedules", description = "Recurring schedules: cron in a time zone, jitter, missed runs"),
         (name = "health", description = "Liveness and readiness (no token)"),
         (name = "meta", description = "This description"),
     )
@@ -82,6 +84,14 @@ fn routes() -> (axum::Router<ApiState>, OpenApiDocument) {
         .routes(routes!(queues::list_queues))
         .routes(routes!(queues::pause_queue))
         .routes(routes!(queues::resume_queue))
+        .routes(routes!(schedules::list_schedules))
+        .routes(routes!(
+            schedules::put_schedule,
+            schedules::get_schedule,
+            schedules::delete_schedule
+        ))
+        .routes(routes!(schedules::pause_schedule))
+        .routes(routes!(schedules::resume_schedule))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(openapi_json))

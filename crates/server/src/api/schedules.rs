@@ -1,0 +1,310 @@
+//! `/schedules`: recurring schedules over HTTP, the same calls as
+//! `jobwire schedule`.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::{DateTime, TimeDelta, Utc};
+use jobwire_core::{MissedRuns, NewJob, Schedule, ScheduleSpec};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::ApiState;
+use super::auth::{Admin, Reader};
+use super::error::{ApiError, ErrorEnvelope};
+use super::extract::{JsonBody, SchedulePath};
+
+/// A schedule to create or replace. `cron`, `timezone` and `type` are required.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct PutScheduleRequest {
+    /// 5 fields, 6 with seconds first, or `@hourly`, `@daily`, `@weekly`, `@monthly`, `@yearly`.
+    #[schema(example = "0 8 * * *")]
+    cron: String,
+    /// IANA time zone name, or `UTC`.
+    #[schema(example = "Asia/Kolkata")]
+    timezone: String,
+    /// The job type each occurrence enqueues.
+    #[serde(rename = "type")]
+    #[schema(example = "send_daily_digest")]
+    job_type: String,
+    /// The job's payload. Default `{}`.
+    #[schema(value_type = Option<Object>)]
+    payload: Option<Value>,
+    queue: Option<String>,
+    priority: Option<i16>,
+    max_attempts: Option<i32>,
+    /// Spread each occurrence's start over this many seconds (0 to 86400).
+    #[schema(example = 600)]
+    jitter_seconds: Option<u32>,
+    /// `skip`, `latest` (default) or `all`.
+    #[schema(value_type = Option<String>, example = "latest")]
+    missed: Option<MissedRuns>,
+    /// Most missed occurrences `all` enqueues at once (default 100).
+    max_catch_up: Option<u32>,
+}
+
+/// A schedule.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ScheduleView {
+    name: String,
+    cron: String,
+    timezone: String,
+    #[serde(rename = "type")]
+    job_type: String,
+    queue: String,
+    #[schema(value_type = Object)]
+    payload: Value,
+    priority: i16,
+    max_attempts: i32,
+    jitter_seconds: i32,
+    missed: String,
+    max_catch_up: i32,
+    paused: bool,
+    /// The next nominal instant it fires (absent while paused).
+    next_run_at: Option<DateTime<Utc>>,
+    /// The next three nominal instants (UTC).
+    next_occurrences: Vec<DateTime<Utc>>,
+    /// The nominal instant of the last occurrence fired.
+    last_fired_for: Option<DateTime<Utc>>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl TryFrom<Schedule> for ScheduleView {
+    type Error = ApiError;
+
+    fn try_from(schedule: Schedule) -> Result<Self, ApiError> {
+        let next_occurrences = match schedule.next_run_at {
+            Some(next) if !schedule.paused => {
+                schedule.next_occurrences(next - TimeDelta::seconds(1), 3)?
+            }
+            _ => Vec::new(),
+        };
+        Ok(ScheduleView {
+            name: schedule.name,
+            cron: schedule.cron,
+            timezone: schedule.timezone,
+            job_type: schedule.job_type,
+            queue: schedule.queue,
+            payload: schedule.payload,
+            priority: schedule.priority,
+            max_attempts: schedule.max_attempts,
+            jitter_seconds: schedule.jitter_seconds,
+            missed: schedule.missed,
+            max_catch_up: schedule.max_catch_up,
+            paused: schedule.paused,
+            next_run_at: schedule.next_run_at,
+            next_occurrences,
+            last_fired_for: schedule.last_fired_for,
+            created_at: schedule.created_at,
+            updated_at: schedule.updated_at,
+        })
+    }
+}
+
+/// Every schedule.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Schedules {
+    schedules: Vec<ScheduleView>,
+}
+
+fn schedule_not_found(name: &str) -> ApiError {
+    ApiError::NotFound {
+        code: "SCHEDULE_NOT_FOUND",
+        message: format!("No schedule {name:?}."),
+    }
+}
+
+async fn read_schedule(state: &ApiState, name: &str) -> Result<ScheduleView, ApiError> {
+    jobwire_core::get_schedule(&state.pool, name)
+        .await?
+        .ok_or_else(|| schedule_not_found(name))?
+        .try_into()
+}
+
+/// Create (201) or replace (200) a schedule. A replaced schedule restarts
+/// at its next occurrence after now.
+#[utoipa::path(
+    put,
+    path = "/schedules/{name}",
+    tag = "schedules",
+    params(("name" = String, Path, description = "The schedule's name")),
+    request_body = PutScheduleRequest,
+    responses(
+        (status = 201, description = "Created", body = ScheduleView),
+        (status = 200, description = "Replaced", body = ScheduleView),
+        (status = 400, description = "Invalid cron, time zone, jitter, ... (`field` names it)", body = ErrorEnvelope),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope),
+        (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
+        (status = 413, description = "Payload over the limit", body = ErrorEnvelope),
+        (status = 415, description = "Not JSON", body = ErrorEnvelope),
+    ),
+    security(("bearer" = ["admin"]))
+)]
+pub(crate) async fn put_schedule(
+    Admin(token): Admin,
+    State(state): State<ApiState>,
+    SchedulePath(name): SchedulePath,
+    JsonBody(request): JsonBody<PutScheduleRequest>,
+) -> Result<(StatusCode, Json<ScheduleView>), ApiError> {
+    let mut job = NewJob::new(
+        request.job_type,
+        request
+            .payload
+            .unwrap_or_else(|| Value::Object(Default::default())),
+    );
+    if let Some(queue) = request.queue {
+        job = job.with_queue(queue);
+    }
+    if let Some(priority) = request.priority {
+        job = job.with_priority(priority);
+    }
+    if let Some(max_attempts) = request.max_attempts {
+        job = job.with_max_attempts(max_attempts);
+    }
+    let spec = ScheduleSpec {
+        jitter_seconds: request.jitter_seconds.unwrap_or(0),
+        missed: request.missed.unwrap_or_default(),
+        max_catch_up: request.max_catch_up.unwrap_or(100),
+        ..ScheduleSpec::new(&name, request.cron, request.timezone, job)
+    };
+    let created = jobwire_core::put_schedule(&state.pool, &spec).await?;
+    tracing::info!(actor = %token.name, schedule = %name, created, "schedule put");
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(read_schedule(&state, &name).await?)))
+}
+
+/// Every schedule, by name, with its next three fire times.
+#[utoipa::path(
+    get,
+    path = "/schedules",
+    tag = "schedules",
+    responses(
+        (status = 200, description = "OK", body = Schedules),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope),
+    ),
+    security(("bearer" = ["read"]))
+)]
+pub(crate) async fn list_schedules(
+    Reader(_token): Reader,
+    State(state): State<ApiState>,
+) -> Result<Json<Schedules>, ApiError> {
+    let schedules = jobwire_core::list_schedules(&state.pool)
+        .await?
+        .into_iter()
+        .map(ScheduleView::try_from)
+        .collect::<Result<_, _>>()?;
+    Ok(Json(Schedules { schedules }))
+}
+
+/// One schedule.
+#[utoipa::path(
+    get,
+    path = "/schedules/{name}",
+    tag = "schedules",
+    params(("name" = String, Path, description = "The schedule's name")),
+    responses(
+        (status = 200, description = "OK", body = ScheduleView),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope),
+        (status = 404, description = "SCHEDULE_NOT_FOUND", body = ErrorEnvelope),
+    ),
+    security(("bearer" = ["read"]))
+)]
+pub(crate) async fn get_schedule(
+    Reader(_token): Reader,
+    State(state): State<ApiState>,
+    SchedulePath(name): SchedulePath,
+) -> Result<Json<ScheduleView>, ApiError> {
+    Ok(Json(read_schedule(&state, &name).await?))
+}
+
+/// Remove a schedule (the jobs it created stay).
+#[utoipa::path(
+    delete,
+    path = "/schedules/{name}",
+    tag = "schedules",
+    params(("name" = String, Path, description = "The schedule's name")),
+    responses(
+        (status = 204, description = "Removed"),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope),
+        (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
+        (status = 404, description = "SCHEDULE_NOT_FOUND", body = ErrorEnvelope),
+    ),
+    security(("bearer" = ["admin"]))
+)]
+pub(crate) async fn delete_schedule(
+    Admin(token): Admin,
+    State(state): State<ApiState>,
+    SchedulePath(name): SchedulePath,
+) -> Result<StatusCode, ApiError> {
+    if !jobwire_core::delete_schedule(&state.pool, &name).await? {
+        return Err(schedule_not_found(&name));
+    }
+    tracing::info!(actor = %token.name, schedule = %name, "schedule removed");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn set_paused(
+    token: &jobwire_core::ApiToken,
+    state: &ApiState,
+    name: &str,
+    paused: bool,
+) -> Result<Json<ScheduleView>, ApiError> {
+    if !jobwire_core::set_schedule_paused(&state.pool, name, paused).await? {
+        return Err(schedule_not_found(name));
+    }
+    tracing::info!(actor = %token.name, schedule = %name, paused, "schedule pause changed");
+    Ok(Json(read_schedule(state, name).await?))
+}
+
+/// Pause a schedule: it fires nothing until resumed.
+#[utoipa::path(
+    post,
+    path = "/schedules/{name}/pause",
+    tag = "schedules",
+    params(("name" = String, Path, description = "The schedule's name")),
+    responses(
+        (status = 200, description = "OK", body = ScheduleView),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope),
+        (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
+        (status = 404, description = "SCHEDULE_NOT_FOUND", body = ErrorEnvelope),
+    ),
+    security(("bearer" = ["admin"]))
+)]
+pub(crate) async fn pause_schedule(
+    Admin(token): Admin,
+    State(state): State<ApiState>,
+    SchedulePath(name): SchedulePath,
+) -> Result<Json<ScheduleView>, ApiError> {
+    set_paused(&token, &state, &name, true).await
+}
+
+/// Resume a schedule from its next occurrence after now (what fell in the
+/// pause is not caught up).
+#[utoipa::path(
+    post,
+    path = "/schedules/{name}/resume",
+    tag = "schedules",
+    params(("name" = String, Path, description = "The schedule's name")),
+    responses(
+        (status = 200, description = "OK", body = ScheduleView),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope),
+        (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
+        (status = 404, description = "SCHEDULE_NOT_FOUND", body = ErrorEnvelope),
+    ),
+    security(("bearer" = ["admin"]))
+)]
+pub(crate) async fn resume_schedule(
+    Admin(token): Admin,
+    State(state): State<ApiState>,
+    SchedulePath(name): SchedulePath,
+) -> Result<Json<ScheduleView>, ApiError> {
+    set_paused(&token, &state, &name, false).await
+}
