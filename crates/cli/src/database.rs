@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use jobwire_core::SchemaState;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgPool};
@@ -11,24 +11,48 @@ use sqlx::{ConnectOptions, Connection, PgPool};
 /// answer (a firewall that drops packets, a wrong host).
 const FIRST_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long a long-running process (worker, relay, run, serve) waits at
+/// startup for a database that refuses connections or is starting up.
+pub(crate) const STARTUP_WAIT: Duration = Duration::from_secs(60);
+
 /// A pool to `url`. One connection is opened first, on its own, so that an
 /// operator sees the real cause at once — connection refused, password
 /// authentication failed, database does not exist — instead of a pool
 /// timing out after seconds of retries.
-pub(crate) async fn connect(url: &str, pool_size: u32) -> Result<PgPool> {
+///
+/// With `wait`, a server that refuses connections or says it is starting
+/// or shutting down (a restart, a failover) is retried, with a warning, for
+/// up to that long: a worker restarted beside its database comes up when
+/// the database does instead of exiting. Verdicts (a wrong password, a
+/// missing database) fail at once either way.
+pub(crate) async fn connect(url: &str, pool_size: u32, wait: Option<Duration>) -> Result<PgPool> {
     let shown = redact(url);
     let options: PgConnectOptions = url
         .parse()
         .with_context(|| format!("invalid database URL {shown}"))?;
-    let first = tokio::time::timeout(FIRST_CONNECT_TIMEOUT, options.connect())
-        .await
-        .map_err(|_| {
-            anyhow!(
+    let deadline = wait.map(|wait| tokio::time::Instant::now() + wait);
+    let mut pause = jobwire_loop::Pause::new(Duration::from_millis(250), Duration::from_secs(2));
+    let first = loop {
+        let attempt = tokio::time::timeout(FIRST_CONNECT_TIMEOUT, options.connect()).await;
+        match attempt {
+            Ok(Ok(connection)) => break connection,
+            Ok(Err(err))
+                if is_startup_transient(&err)
+                    && deadline.is_some_and(|deadline| tokio::time::Instant::now() < deadline) =>
+            {
+                tracing::warn!(error = %err, "PostgreSQL at {shown} is not accepting connections yet; retrying");
+                tokio::time::sleep(pause.next_after_failure()).await;
+            }
+            Ok(Err(err)) => {
+                return Err(err)
+                    .with_context(|| format!("cannot connect to PostgreSQL at {shown}"));
+            }
+            Err(_) => bail!(
                 "cannot connect to PostgreSQL at {shown}: no answer within {} s",
                 FIRST_CONNECT_TIMEOUT.as_secs()
-            )
-        })?
-        .with_context(|| format!("cannot connect to PostgreSQL at {shown}"))?;
+            ),
+        }
+    };
     let _ = first.close().await;
     PgPoolOptions::new()
         .max_connections(pool_size)
@@ -36,6 +60,24 @@ pub(crate) async fn connect(url: &str, pool_size: u32) -> Result<PgPool> {
         .connect_with(options)
         .await
         .with_context(|| format!("cannot connect to PostgreSQL at {shown}"))
+}
+
+/// A connection failure that a restarting server gives: refused or reset
+/// connections, "the database system is starting up / shutting down".
+fn is_startup_transient(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Io(io) => matches!(
+            io.kind(),
+            std::io::ErrorKind::ConnectionRefused
+                | std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::ConnectionAborted
+                | std::io::ErrorKind::UnexpectedEof
+        ),
+        sqlx::Error::Database(db) => {
+            matches!(db.code().as_deref(), Some("57P01" | "57P02" | "57P03"))
+        }
+        _ => false,
+    }
 }
 
 /// Long-running processes (workers, relays) never change the schema: in

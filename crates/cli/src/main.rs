@@ -5,6 +5,7 @@ use std::io::IsTerminal;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use cmd::bench::BenchArgs;
+use cmd::bench_schedules::BenchSchedulesArgs;
 use cmd::enqueue::EnqueueArgs;
 use cmd::outbox::OutboxCommand;
 use cmd::relay::RelayArgs;
@@ -95,6 +96,9 @@ enum Command {
     Outbox(OutboxCommand),
     /// Run the same workload through each path and report them side by side.
     Bench(BenchArgs),
+    /// Many schedules due at one instant, fired by concurrent schedulers:
+    /// occurrences enqueued per second, and how jitter spreads their starts.
+    BenchSchedules(BenchSchedulesArgs),
     /// The fault suite: jobs on every path through kills, broker and
     /// PostgreSQL restarts, pauses and garbage, then checks on the table.
     /// Restarts shared services: run it on its own.
@@ -110,6 +114,7 @@ async fn main() -> Result<()> {
         | Command::Run(_)
         | Command::Serve(_)
         | Command::Bench(_)
+        | Command::BenchSchedules(_)
         | Command::Faults(_) => "info",
         _ => "warn",
     };
@@ -127,7 +132,14 @@ async fn main() -> Result<()> {
         Command::Demo(args) => demo::run(&cli.database_url, args).await,
         Command::Faults(args) => faults::run(&cli.database_url, args).await,
         command => {
-            let pool = database::connect(&cli.database_url, cli.pool_size).await?;
+            // Long-running processes wait for a database that is restarting;
+            // one-shot commands say at once that it cannot be reached.
+            let wait = matches!(
+                command,
+                Command::Worker(_) | Command::Run(_) | Command::Relay(_) | Command::Serve(_)
+            )
+            .then_some(database::STARTUP_WAIT);
+            let pool = database::connect(&cli.database_url, cli.pool_size, wait).await?;
             run(command, pool).await.map_err(database::explain)
         }
     }
@@ -149,6 +161,7 @@ async fn run(command: Command, pool: PgPool) -> Result<()> {
         Command::Token(command) => cmd::token::token(&pool, command).await?,
         Command::Outbox(command) => cmd::outbox::outbox(&pool, command).await?,
         Command::Bench(args) => cmd::bench::bench(pool, args).await?,
+        Command::BenchSchedules(args) => cmd::bench_schedules::bench_schedules(pool, args).await?,
         Command::Demo(_) | Command::Faults(_) => unreachable!("handled before connecting"),
     }
     Ok(())
