@@ -19,6 +19,9 @@
 //!   its runs; the table is checked).
 //!
 //! Every run uses queues of its own, so runs do not disturb each other.
+//!
+//! Separately, [`schedule_burst`] measures the schedulers: many schedules
+//! due at one instant, occurrences enqueued per second, and jitter's spread.
 #![warn(missing_docs)]
 
 mod cost;
@@ -28,6 +31,7 @@ mod options;
 mod relay_runs;
 mod report;
 mod results;
+mod schedules;
 mod workloads;
 
 pub use environment::{Environment, environment};
@@ -35,6 +39,7 @@ pub use options::{BenchConfig, PathUnderTest};
 pub use relay_runs::{OutboxLag, RelayRun, outbox_lag, relay_alone};
 pub use report::{chart_svg, table};
 pub use results::{DatabaseCost, Latency, PathReport, RunResult};
+pub use schedules::{ScheduleBurst, schedule_burst};
 pub use workloads::{drain, end_to_end, steady_rate, urgent_under_burst};
 
 use anyhow::Result;

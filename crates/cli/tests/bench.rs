@@ -127,3 +127,57 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
     pool.close().await;
     db.drop_database().await;
 }
+
+/// The schedule burst: every due schedule fires once, jitter spreads the
+/// starts over its window, and the bench leaves nothing behind.
+#[tokio::test]
+async fn the_schedule_burst_fires_each_schedule_once_and_cleans_up() {
+    let db = FreshDatabase::create().await;
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_jobwire"))
+        .args([
+            "bench-schedules",
+            "--schedules",
+            "2000",
+            "--schedulers",
+            "2",
+        ])
+        .args(["--jitter-seconds", "60", "--json"])
+        .env("DATABASE_URL", &db.url)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let runs: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let (plain, jittered) = (&runs[0], &runs[1]);
+    for run in [plain, jittered] {
+        assert_eq!(run["occurrences"], 2000, "{run}");
+        assert!(run["per_second"].as_f64().unwrap() > 0.0);
+    }
+    // Without jitter every start is the same instant; with 60 s of it, the
+    // starts cover most of the window and no second holds many of them.
+    assert_eq!(plain["start_spread_seconds"], 0.0);
+    assert_eq!(plain["peak_starts_per_second"], 2000);
+    assert!(
+        jittered["start_spread_seconds"].as_f64().unwrap() > 50.0,
+        "{jittered}"
+    );
+    assert!(
+        jittered["peak_starts_per_second"].as_i64().unwrap() < 200,
+        "{jittered}"
+    );
+    let pool = db.pool().await;
+    for table in ["jobs", "job_schedules"] {
+        let left: i64 =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        assert_eq!(left, 0, "{table}");
+    }
+    pool.close().await;
+    db.drop_database().await;
+}

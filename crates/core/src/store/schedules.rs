@@ -355,10 +355,25 @@ fn occurrences_to_fire(
     (fire, left_out)
 }
 
-/// Fire up to `batch` due schedules in one transaction: take them FOR
-/// UPDATE SKIP LOCKED, enqueue their occurrences (each under its own dedup
-/// key, so a second firing writes nothing), advance each `next_run_at`,
-/// commit. Any number of schedulers may call this at once.
+/// The jobs of a batch of occurrences, as columns to bind.
+#[derive(Default)]
+struct OccurrenceColumns {
+    queues: Vec<String>,
+    job_types: Vec<String>,
+    priorities: Vec<i16>,
+    payloads: Vec<Value>,
+    max_attempts: Vec<i32>,
+    run_afters: Vec<DateTime<Utc>>,
+    dedup_keys: Vec<String>,
+    schedule_names: Vec<String>,
+    nominals: Vec<DateTime<Utc>>,
+}
+
+/// Fire up to `batch` due schedules in one transaction of three statements:
+/// take them FOR UPDATE SKIP LOCKED, enqueue all their occurrences (each
+/// under its own dedup key, so a second firing writes nothing), advance
+/// each `next_run_at`; then commit. Any number of schedulers may call this
+/// at once.
 pub async fn fire_due_schedules(pool: &PgPool, batch: i64) -> Result<FireReport> {
     let mut tx = pool.begin().await?;
     let due: Vec<DueSchedule> = sqlx::query_as(include_str!("../../sql/due_schedules.sql"))
@@ -369,11 +384,13 @@ pub async fn fire_due_schedules(pool: &PgPool, batch: i64) -> Result<FireReport>
         schedules: due.len(),
         ..FireReport::default()
     };
+    let mut jobs = OccurrenceColumns::default();
+    let (mut names, mut next_runs, mut fired_for) = (Vec::new(), Vec::new(), Vec::new());
     for row in due {
         let cron = match CronSchedule::parse(&row.cron, &row.timezone) {
             Ok(cron) => cron,
             Err(err) => {
-                // Stored by hand or by an older version: leave it, loudly.
+                // Stored by hand or by an older version: stop it, loudly.
                 tracing::error!(schedule = %row.name, error = %err, "schedule cannot be evaluated; pausing it");
                 sqlx::query(include_str!("../../sql/set_schedule_paused.sql"))
                     .bind(&row.name)
@@ -393,7 +410,7 @@ pub async fn fire_due_schedules(pool: &PgPool, batch: i64) -> Result<FireReport>
             usize::try_from(row.max_catch_up).unwrap_or(1),
         );
         report.skipped += left_out;
-        let mut payload = row.payload.clone();
+        let mut payload = row.payload;
         if missed == MissedRuns::Latest && left_out > 0 {
             // Say how many runs this one stands for, where the handler looks.
             if let Value::Object(map) = &mut payload {
@@ -403,36 +420,45 @@ pub async fn fire_due_schedules(pool: &PgPool, batch: i64) -> Result<FireReport>
                 );
             }
         }
-        let n = fire.len();
         let jitter = u32::try_from(row.jitter_seconds).unwrap_or(0);
-        let result: Vec<uuid::Uuid> =
+        for nominal in &fire {
+            jobs.queues.push(row.queue.clone());
+            jobs.job_types.push(row.job_type.clone());
+            jobs.priorities.push(row.priority);
+            jobs.payloads.push(payload.clone());
+            jobs.max_attempts.push(row.max_attempts);
+            jobs.run_afters
+                .push(*nominal + jitter_for(&row.name, *nominal, jitter));
+            jobs.dedup_keys.push(occurrence_key(&row.name, *nominal));
+            jobs.schedule_names.push(row.name.clone());
+            jobs.nominals.push(*nominal);
+        }
+        next_runs.push(cron.next_after(row.db_now));
+        fired_for.push(fire.last().copied());
+        names.push(row.name);
+    }
+    if !jobs.nominals.is_empty() {
+        let written: Vec<uuid::Uuid> =
             sqlx::query_scalar(include_str!("../../sql/enqueue_occurrences.sql"))
-                .bind(vec![row.queue.clone(); n])
-                .bind(vec![row.job_type.clone(); n])
-                .bind(vec![row.priority; n])
-                .bind(vec![payload; n])
-                .bind(vec![row.max_attempts; n])
-                .bind(
-                    fire.iter()
-                        .map(|at| *at + jitter_for(&row.name, *at, jitter))
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    fire.iter()
-                        .map(|at| occurrence_key(&row.name, *at))
-                        .collect::<Vec<_>>(),
-                )
-                .bind(vec![row.name.clone(); n])
-                .bind(&fire)
+                .bind(&jobs.queues)
+                .bind(&jobs.job_types)
+                .bind(&jobs.priorities)
+                .bind(&jobs.payloads)
+                .bind(&jobs.max_attempts)
+                .bind(&jobs.run_afters)
+                .bind(&jobs.dedup_keys)
+                .bind(&jobs.schedule_names)
+                .bind(&jobs.nominals)
                 .fetch_all(&mut *tx)
                 .await?;
-        report.enqueued += result.len();
-        report.already_fired += n - result.len();
-        let newest = fire.last().copied();
-        sqlx::query(include_str!("../../sql/advance_schedule.sql"))
-            .bind(&row.name)
-            .bind(cron.next_after(row.db_now))
-            .bind(newest)
+        report.enqueued = written.len();
+        report.already_fired = jobs.nominals.len() - written.len();
+    }
+    if !names.is_empty() {
+        sqlx::query(include_str!("../../sql/advance_schedules.sql"))
+            .bind(&names)
+            .bind(&next_runs)
+            .bind(&fired_for)
             .execute(&mut *tx)
             .await?;
     }
