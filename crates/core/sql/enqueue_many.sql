@@ -6,7 +6,13 @@
 -- Wake-ups (outbox row or NOTIFY) are written by the jobs_wake_inserted trigger.
 -- A payload over job_settings.max_payload_bytes (the one limit every enqueue
 -- path reads) fails the whole statement with SQLSTATE JW413: nothing is written.
-WITH input AS (
+-- The limit is read as an aggregate, one row whatever the planner thinks of
+-- the settings table, so it never multiplies the row estimate (which once
+-- tipped this statement into JIT compilation).
+WITH payload_limit AS (
+    SELECT coalesce(max(max_payload_bytes), 1048576) AS max_bytes FROM job_settings
+),
+input AS (
     SELECT *
     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::jsonb[],
                 $6::integer[], $7::timestamptz[], $8::bigint[], $9::text[])
@@ -19,10 +25,9 @@ inserted AS (
            coalesce(i.run_at, now() + coalesce(i.delay_ms, 0) * interval '1 millisecond'),
            i.dedup_key
     FROM input i
-    LEFT JOIN job_settings s ON true
-    WHERE CASE WHEN octet_length(i.payload::text) > coalesce(s.max_payload_bytes, 1048576)
-               THEN jobwire_reject_payload(octet_length(i.payload::text),
-                                           coalesce(s.max_payload_bytes, 1048576))
+    CROSS JOIN payload_limit l
+    WHERE CASE WHEN octet_length(i.payload::text) > l.max_bytes
+               THEN jobwire_reject_payload(octet_length(i.payload::text), l.max_bytes)
                ELSE true END
     ORDER BY i.ord
     ON CONFLICT (job_type, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
