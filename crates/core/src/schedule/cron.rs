@@ -15,11 +15,10 @@
 //! (it is asked about naive local times only); chrono-tz's zone data turns
 //! each into zero, one or two real instants, and the rules above choose.
 
-use std::str::FromStr;
-
 use chrono::{DateTime, LocalResult, NaiveDateTime, TimeDelta, TimeZone, Timelike, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
+use croner::parser::{CronParser, Seconds, Year};
 
 use crate::{Error, Result};
 
@@ -48,10 +47,18 @@ impl CronSchedule {
     /// fires (`0 0 30 2 *`) is refused too.
     pub fn parse(expression: &str, timezone: &str) -> Result<Self> {
         let expression = expression.trim();
-        let cron = Cron::from_str(expression).map_err(|err| Error::InvalidArgument {
-            argument: "cron",
-            reason: format!("{expression:?} is not a cron expression: {err}"),
-        })?;
+        // No year field: a schedule is for repeating, and a cron that runs
+        // out of years would leave a schedule that silently never fires.
+        let parser = CronParser::builder()
+            .seconds(Seconds::Optional)
+            .year(Year::Disallowed)
+            .build();
+        let cron = parser
+            .parse(expression)
+            .map_err(|err| Error::InvalidArgument {
+                argument: "cron",
+                reason: format!("{expression:?} is not a cron expression: {err}"),
+            })?;
         let zone: Tz = timezone.parse().map_err(|_| Error::InvalidArgument {
             argument: "timezone",
             reason: format!(
@@ -109,7 +116,10 @@ impl CronSchedule {
         let mut best: Option<(DateTime<Utc>, NaiveDateTime)> = None;
         let mut inclusive = cursor < self.wall(after);
         for _ in 0..SEARCH_LIMIT {
-            let wall = self.cron.find_next_occurrence(&cursor, inclusive).ok()?;
+            // No further match: the best one found so far (if any) is it.
+            let Ok(wall) = self.cron.find_next_occurrence(&cursor, inclusive) else {
+                break;
+            };
             inclusive = false;
             if let Some((_, stop_after)) = best
                 && wall > stop_after
@@ -195,8 +205,8 @@ impl CronSchedule {
     }
 }
 
-/// Whether a cron's hour field is `*` or a step (`*/2`): such a schedule
-/// is about elapsed time, not about a time on the wall clock.
+/// Whether a cron's hour field is `*` or a step (`*/2`, `0-23/2`): such a
+/// schedule is about elapsed time, not about a time on the wall clock.
 fn hour_field_is_open(expression: &str) -> bool {
     let fields: Vec<&str> = expression.split_whitespace().collect();
     let hour = match fields.as_slice() {
@@ -205,7 +215,7 @@ fn hour_field_is_open(expression: &str) -> bool {
         [_, _, hour, _, _, _] | [_, _, hour, _, _, _, _] => hour,
         _ => return false,
     };
-    *hour == "*" || hour.starts_with("*/")
+    *hour == "*" || hour.contains('/')
 }
 
 #[cfg(test)]
@@ -214,7 +224,13 @@ mod tests {
 
     #[test]
     fn the_hour_field_decides_which_rule_applies() {
-        for open in ["*/15 * * * *", "0 * * * *", "@hourly", "0 0 */2 * * *"] {
+        for open in [
+            "*/15 * * * *",
+            "0 * * * *",
+            "@hourly",
+            "0 0 */2 * * *",
+            "0 1-23/2 * * *",
+        ] {
             assert!(hour_field_is_open(open), "{open}");
         }
         for fixed in [

@@ -210,14 +210,18 @@ async fn database_now<'c, E: PgExecutor<'c>>(executor: E) -> Result<DateTime<Utc
 
 /// Create or replace a schedule; returns whether it is new. Everything is
 /// validated first (cron, zone, jitter, the job, its payload against the
-/// database's limit); nothing is written on an error. A replaced schedule
+/// database's limit); nothing is written on an error. A replacement with
+/// the same cron and zone keeps its next occurrence; a new cron or zone
 /// restarts at the next occurrence after now.
 pub async fn put_schedule(pool: &PgPool, spec: &ScheduleSpec) -> Result<bool> {
     let schedule = spec.validate()?;
     let limit = super::max_payload_bytes(pool).await?;
-    let size = serde_json::to_string(&spec.job.payload)
-        .map(|text| text.len())
-        .unwrap_or(usize::MAX);
+    // Measured as every enqueue path measures it: the jsonb text form.
+    let size: i32 = sqlx::query_scalar("SELECT octet_length($1::jsonb::text)")
+        .bind(&spec.job.payload)
+        .fetch_one(pool)
+        .await?;
+    let size = usize::try_from(size).unwrap_or(usize::MAX);
     if size > limit {
         return Err(Error::PayloadTooLarge { size, limit });
     }

@@ -112,12 +112,22 @@ impl TryFrom<TokenRow> for ApiToken {
 }
 
 /// A token just created, with the secret that is shown this once.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct CreatedToken {
     /// What is stored.
     pub token: ApiToken,
     /// The whole bearer token (`jw_<id>_<secret>`). Not stored anywhere.
     pub secret: String,
+}
+
+// By hand, so that logging a created token never prints its secret.
+impl fmt::Debug for CreatedToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CreatedToken")
+            .field("token", &self.token)
+            .field("secret", &"<redacted>")
+            .finish()
+    }
 }
 
 const TOKEN_PREFIX: &str = "jw_";
