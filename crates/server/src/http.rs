@@ -3,10 +3,16 @@
 //! served until shutdown, then finishing the requests under way.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+
+/// How long the requests under way may take to finish after shutdown is
+/// asked for; then their connections are closed, so a slow client or a long
+/// retry cannot hold up the rest of the node's staged shutdown.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// The API, bound to its address and ready to serve.
 pub struct HttpServer {
@@ -34,12 +40,22 @@ impl HttpServer {
         self.listener.local_addr()
     }
 
-    /// Serve until `shutdown`, then let the requests under way finish.
+    /// Serve until `shutdown`, then let the requests under way finish (for
+    /// up to ten seconds).
     pub async fn run(self, shutdown: CancellationToken) -> std::io::Result<()> {
         let addr = self.listener.local_addr()?;
         tracing::info!(%addr, "HTTP API listening");
-        axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown.cancelled_owned())
-            .await
+        let serve = axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(shutdown.clone().cancelled_owned());
+        tokio::select! {
+            served = serve => served,
+            _ = async {
+                shutdown.cancelled().await;
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+            } => {
+                tracing::warn!("HTTP requests still under way after the shutdown grace; closing them");
+                Ok(())
+            }
+        }
     }
 }

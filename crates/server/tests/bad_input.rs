@@ -175,6 +175,12 @@ async fn bad_input_gets_a_4xx_naming_the_problem_and_writes_nothing(pool: PgPool
             "idempotencyKey",
             json!({"type": "a", "idempotencyKey": "k".repeat(2000)}),
         ),
+        case("NUL in the type", 400, "INVALID_INPUT").json(json!({"type": "a\u{0}b"})),
+        case("NUL in the payload", 400, "INVALID_INPUT")
+            .json(json!({"type": "a", "payload": {"x": "\u{0}"}})),
+        case("NUL in a filter", 400, "INVALID_INPUT")
+            .at("GET", "/jobs?queue=%00")
+            .token(Token::Read),
         case("payload over the limit", 413, "PAYLOAD_TOO_LARGE")
             .json(json!({"type": "a", "payload": {"blob": "x".repeat(limit)}})),
         case("body over the server's limit", 413, "PAYLOAD_TOO_LARGE")

@@ -232,6 +232,17 @@ pub(crate) fn database_error(err: &sqlx::Error) -> ApiError {
                         .into(),
             }
         }
+        // Data exceptions: a NUL character, a value out of range. The
+        // request's, never the server's.
+        sqlx::Error::Database(db) if db.code().is_some_and(|code| code.starts_with("22")) => {
+            ApiError::bad_request(
+                "INVALID_INPUT",
+                format!(
+                    "The database refused a value of the request: {}",
+                    db.message()
+                ),
+            )
+        }
         // Serialization failures, deadlocks, lock timeouts, admin shutdown:
         // the same call may well succeed a moment later.
         sqlx::Error::Database(db)

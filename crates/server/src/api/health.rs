@@ -53,7 +53,12 @@ pub(crate) async fn readyz(State(state): State<ApiState>) -> Result<Json<Health>
             message: "The database's jobwire schema is missing or old: run `jobwire migrate`."
                 .into(),
         }),
-        Err(jobwire_core::Error::Database(err)) => Err(super::error::database_error(&err)),
+        // Not ready, whatever the reason (a permission denied included):
+        // readiness answers 200 or 503, never 500.
+        Err(jobwire_core::Error::Database(err)) => match super::error::database_error(&err) {
+            unready @ ApiError::Unavailable { .. } => Err(unready),
+            _ => Err(unavailable()),
+        },
         Err(_) => Err(unavailable()),
     }
 }

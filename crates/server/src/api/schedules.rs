@@ -63,7 +63,8 @@ pub(crate) struct ScheduleView {
     missed: String,
     max_catch_up: i32,
     paused: bool,
-    /// The next nominal instant it fires (absent while paused).
+    /// The next nominal instant due (kept while paused; resuming restarts
+    /// at the next occurrence after now).
     next_run_at: Option<DateTime<Utc>>,
     /// The next three nominal instants (UTC).
     next_occurrences: Vec<DateTime<Utc>>,
@@ -125,8 +126,9 @@ async fn read_schedule(state: &ApiState, name: &str) -> Result<ScheduleView, Api
         .try_into()
 }
 
-/// Create (201) or replace (200) a schedule. A replaced schedule restarts
-/// at its next occurrence after now.
+/// Create (201) or replace (200) a schedule. A replacement with the same
+/// cron and zone keeps its next occurrence; a new cron or zone restarts at
+/// the next occurrence after now.
 #[utoipa::path(
     put,
     path = "/schedules/{name}",
