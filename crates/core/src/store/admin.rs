@@ -112,7 +112,7 @@ pub async fn replay_dead_in_batches(
     }
     let until = match filter.until {
         Some(until) => until,
-        None => sqlx::query_scalar("SELECT now()").fetch_one(pool).await?,
+        None => super::database_now(pool).await?,
     };
     let mut report = BulkReplay {
         requeued: 0,

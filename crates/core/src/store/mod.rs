@@ -55,6 +55,15 @@ pub const WAKE_CHANNEL: &str = "jobwire_jobs";
 /// carry ids, not objects. Change it with [`set_max_payload_bytes`].
 pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
 
+/// The database clock: every timestamp jobwire decides by comes from it.
+async fn database_now<'c, E: sqlx::PgExecutor<'c>>(
+    executor: E,
+) -> crate::Result<chrono::DateTime<chrono::Utc>> {
+    Ok(sqlx::query_scalar(include_str!("../../sql/db_now.sql"))
+        .fetch_one(executor)
+        .await?)
+}
+
 fn millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }

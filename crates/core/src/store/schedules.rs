@@ -200,12 +200,15 @@ impl Schedule {
         let schedule = CronSchedule::parse(&self.cron, &self.timezone)?;
         Ok(schedule.occurrences_after(after).take(n).collect())
     }
-}
 
-async fn database_now<'c, E: PgExecutor<'c>>(executor: E) -> Result<DateTime<Utc>> {
-    Ok(sqlx::query_scalar(include_str!("../../sql/db_now.sql"))
-        .fetch_one(executor)
-        .await?)
+    /// The next `n` times it will fire, starting with `next_run_at`; none
+    /// while it is paused or when it never fires again.
+    pub fn upcoming(&self, n: usize) -> Result<Vec<DateTime<Utc>>> {
+        match self.next_run_at {
+            Some(next) if !self.paused => self.next_occurrences(next - TimeDelta::seconds(1), n),
+            _ => Ok(Vec::new()),
+        }
+    }
 }
 
 /// Create or replace a schedule; returns whether it is new. Everything is
@@ -215,17 +218,18 @@ async fn database_now<'c, E: PgExecutor<'c>>(executor: E) -> Result<DateTime<Utc
 /// restarts at the next occurrence after now.
 pub async fn put_schedule(pool: &PgPool, spec: &ScheduleSpec) -> Result<bool> {
     let schedule = spec.validate()?;
-    let limit = super::max_payload_bytes(pool).await?;
-    // Measured as every enqueue path measures it: the jsonb text form.
-    let size: i32 = sqlx::query_scalar("SELECT octet_length($1::jsonb::text)")
-        .bind(&spec.job.payload)
-        .fetch_one(pool)
-        .await?;
-    let size = usize::try_from(size).unwrap_or(usize::MAX);
+    let (size, limit, now): (i32, i32, DateTime<Utc>) =
+        sqlx::query_as(include_str!("../../sql/schedule_put_check.sql"))
+            .bind(&spec.job.payload)
+            .fetch_one(pool)
+            .await?;
+    let (size, limit) = (
+        usize::try_from(size).unwrap_or(usize::MAX),
+        usize::try_from(limit).unwrap_or(0),
+    );
     if size > limit {
         return Err(Error::PayloadTooLarge { size, limit });
     }
-    let now = database_now(pool).await?;
     let created: bool = sqlx::query_scalar(include_str!("../../sql/upsert_schedule.sql"))
         .bind(&spec.name)
         .bind(schedule.expression())
@@ -279,7 +283,7 @@ pub async fn set_schedule_paused(pool: &PgPool, name: &str, paused: bool) -> Res
     let next = match get_schedule(pool, name).await? {
         None => return Ok(false),
         Some(schedule) if !paused => {
-            let now = database_now(pool).await?;
+            let now = super::database_now(pool).await?;
             CronSchedule::parse(&schedule.cron, &schedule.timezone)?.next_after(now)
         }
         Some(_) => None,
