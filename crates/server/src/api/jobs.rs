@@ -132,6 +132,27 @@ pub(crate) struct EnqueueResponse {
     duplicate: bool,
 }
 
+/// A job from a request's fields, the library's defaults for those left out.
+pub(crate) fn new_job(
+    job_type: String,
+    payload: Value,
+    queue: Option<String>,
+    priority: Option<i16>,
+    max_attempts: Option<i32>,
+) -> NewJob {
+    let mut job = NewJob::new(job_type, payload);
+    if let Some(queue) = queue {
+        job = job.with_queue(queue);
+    }
+    if let Some(priority) = priority {
+        job = job.with_priority(priority);
+    }
+    if let Some(max_attempts) = max_attempts {
+        job = job.with_max_attempts(max_attempts);
+    }
+    job
+}
+
 /// Parse an RFC 3339 time that carries its offset.
 pub(crate) fn parse_time(field: &str, value: &str) -> Result<DateTime<Utc>, ApiError> {
     DateTime::parse_from_rfc3339(value)
@@ -169,16 +190,13 @@ pub(crate) async fn enqueue_job(
     State(state): State<ApiState>,
     JsonBody(request): JsonBody<EnqueueRequest>,
 ) -> Result<Response, ApiError> {
-    let mut job = NewJob::new(request.job_type, request.payload);
-    if let Some(queue) = request.queue {
-        job = job.with_queue(queue);
-    }
-    if let Some(priority) = request.priority {
-        job = job.with_priority(priority);
-    }
-    if let Some(max_attempts) = request.max_attempts {
-        job = job.with_max_attempts(max_attempts);
-    }
+    let mut job = new_job(
+        request.job_type,
+        request.payload,
+        request.queue,
+        request.priority,
+        request.max_attempts,
+    );
     if let Some(run_at) = &request.run_at {
         job = job.with_run_at(parse_time("runAt", run_at)?);
     }

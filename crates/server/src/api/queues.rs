@@ -95,6 +95,17 @@ pub(crate) struct QueuePaused {
     paused: bool,
 }
 
+async fn set_paused(
+    token: &jobwire_core::ApiToken,
+    state: &ApiState,
+    queue: String,
+    paused: bool,
+) -> Result<Json<QueuePaused>, ApiError> {
+    jobwire_core::set_queue_paused(&state.pool, &queue, paused).await?;
+    tracing::info!(actor = %token.name, %queue, paused, "queue pause changed");
+    Ok(Json(QueuePaused { queue, paused }))
+}
+
 /// Pause a queue: nothing claims its jobs, on either path, until it is
 /// resumed (wake-ups that arrive meanwhile are acknowledged as misses and
 /// sent again on resume). Enqueueing goes on.
@@ -114,12 +125,7 @@ pub(crate) async fn pause_queue(
     State(state): State<ApiState>,
     QueuePath(queue): QueuePath,
 ) -> Result<Json<QueuePaused>, ApiError> {
-    jobwire_core::set_queue_paused(&state.pool, &queue, true).await?;
-    tracing::info!(actor = %token.name, %queue, "queue paused");
-    Ok(Json(QueuePaused {
-        queue,
-        paused: true,
-    }))
+    set_paused(&token, &state, queue, true).await
 }
 
 /// Resume a queue, waking its waiting jobs in the same transaction.
@@ -139,10 +145,5 @@ pub(crate) async fn resume_queue(
     State(state): State<ApiState>,
     QueuePath(queue): QueuePath,
 ) -> Result<Json<QueuePaused>, ApiError> {
-    jobwire_core::set_queue_paused(&state.pool, &queue, false).await?;
-    tracing::info!(actor = %token.name, %queue, "queue resumed");
-    Ok(Json(QueuePaused {
-        queue,
-        paused: false,
-    }))
+    set_paused(&token, &state, queue, false).await
 }

@@ -4,8 +4,8 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use chrono::{DateTime, TimeDelta, Utc};
-use jobwire_core::{MissedRuns, NewJob, Schedule, ScheduleSpec};
+use chrono::{DateTime, Utc};
+use jobwire_core::{MissedRuns, Schedule, ScheduleSpec};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -14,6 +14,7 @@ use super::ApiState;
 use super::auth::{Admin, Reader};
 use super::error::{ApiError, ErrorEnvelope};
 use super::extract::{JsonBody, SchedulePath};
+use super::jobs::new_job;
 
 /// A schedule to create or replace. `cron`, `timezone` and `type` are required.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -78,12 +79,7 @@ impl TryFrom<Schedule> for ScheduleView {
     type Error = ApiError;
 
     fn try_from(schedule: Schedule) -> Result<Self, ApiError> {
-        let next_occurrences = match schedule.next_run_at {
-            Some(next) if !schedule.paused => {
-                schedule.next_occurrences(next - TimeDelta::seconds(1), 3)?
-            }
-            _ => Vec::new(),
-        };
+        let next_occurrences = schedule.upcoming(3)?;
         Ok(ScheduleView {
             name: schedule.name,
             cron: schedule.cron,
@@ -152,21 +148,15 @@ pub(crate) async fn put_schedule(
     SchedulePath(name): SchedulePath,
     JsonBody(request): JsonBody<PutScheduleRequest>,
 ) -> Result<(StatusCode, Json<ScheduleView>), ApiError> {
-    let mut job = NewJob::new(
+    let job = new_job(
         request.job_type,
         request
             .payload
             .unwrap_or_else(|| Value::Object(Default::default())),
+        request.queue,
+        request.priority,
+        request.max_attempts,
     );
-    if let Some(queue) = request.queue {
-        job = job.with_queue(queue);
-    }
-    if let Some(priority) = request.priority {
-        job = job.with_priority(priority);
-    }
-    if let Some(max_attempts) = request.max_attempts {
-        job = job.with_max_attempts(max_attempts);
-    }
     let spec = ScheduleSpec {
         jitter_seconds: request.jitter_seconds.unwrap_or(0),
         missed: request.missed.unwrap_or_default(),
