@@ -5,10 +5,9 @@ use chrono::{DateTime, TimeDelta, Utc};
 use jobwire_core::NewJob;
 use sqlx::PgPool;
 
+/// The fields of a job, shared by `jobwire enqueue` and `jobwire schedule put`.
 #[derive(clap::Args)]
-pub(crate) struct EnqueueArgs {
-    /// Job type (the handler that runs it).
-    job_type: String,
+pub(crate) struct JobFields {
     /// Payload as JSON.
     #[arg(long, default_value = "{}")]
     payload: String,
@@ -21,6 +20,26 @@ pub(crate) struct EnqueueArgs {
     /// Attempts before the job is dead-lettered.
     #[arg(long, default_value_t = NewJob::DEFAULT_MAX_ATTEMPTS)]
     max_attempts: i32,
+}
+
+impl JobFields {
+    /// A job of `job_type` with these fields; the payload must be JSON.
+    pub(crate) fn into_job(self, job_type: String) -> Result<NewJob> {
+        let payload: serde_json::Value = serde_json::from_str(&self.payload)
+            .with_context(|| format!("--payload is not valid JSON: {}", self.payload))?;
+        Ok(NewJob::new(job_type, payload)
+            .with_queue(self.queue)
+            .with_priority(self.priority)
+            .with_max_attempts(self.max_attempts))
+    }
+}
+
+#[derive(clap::Args)]
+pub(crate) struct EnqueueArgs {
+    /// Job type (the handler that runs it).
+    job_type: String,
+    #[command(flatten)]
+    job: JobFields,
     /// Run no earlier than this many milliseconds from now.
     #[arg(long, allow_negative_numbers = true, conflicts_with = "run_at")]
     delay_ms: Option<i64>,
@@ -36,12 +55,7 @@ pub(crate) struct EnqueueArgs {
 }
 
 pub(crate) async fn enqueue(pool: &PgPool, args: EnqueueArgs) -> Result<()> {
-    let payload: serde_json::Value = serde_json::from_str(&args.payload)
-        .with_context(|| format!("--payload is not valid JSON: {}", args.payload))?;
-    let mut job = NewJob::new(args.job_type, payload)
-        .with_queue(args.queue)
-        .with_priority(args.priority)
-        .with_max_attempts(args.max_attempts);
+    let mut job = args.job.into_job(args.job_type)?;
     if let Some(delay) = args.delay_ms {
         job = job.with_delay(TimeDelta::milliseconds(delay));
     }

@@ -2,8 +2,9 @@
 //! resumed and removed. The schedulers inside `jobwire worker` / `run` fire them.
 
 use anyhow::{Context, Result, bail};
-use chrono::{DateTime, Utc};
-use jobwire_core::{MissedRuns, NewJob, Schedule, ScheduleSpec};
+use jobwire_core::{MissedRuns, Schedule, ScheduleSpec};
+
+use super::enqueue::JobFields;
 use sqlx::PgPool;
 
 #[derive(clap::Subcommand)]
@@ -52,18 +53,8 @@ pub(crate) struct PutArgs {
     /// The job type each occurrence enqueues.
     #[arg(long = "type")]
     job_type: String,
-    /// The job's payload, as JSON.
-    #[arg(long, default_value = "{}")]
-    payload: String,
-    /// The job's queue.
-    #[arg(long, default_value = NewJob::DEFAULT_QUEUE)]
-    queue: String,
-    /// The job's priority (lower runs first).
-    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
-    priority: i16,
-    /// The job's attempt budget.
-    #[arg(long, default_value_t = NewJob::DEFAULT_MAX_ATTEMPTS)]
-    max_attempts: i32,
+    #[command(flatten)]
+    job: JobFields,
     /// Spread each occurrence's start over this many seconds (at most 86400).
     #[arg(long, default_value_t = 0)]
     jitter_seconds: u32,
@@ -85,7 +76,7 @@ pub(crate) async fn schedule(pool: &PgPool, command: ScheduleCommand) -> Result<
                 let mut out = Vec::new();
                 for schedule in &schedules {
                     let mut value = serde_json::to_value(schedule)?;
-                    value["next_occurrences"] = serde_json::to_value(next_three(schedule)?)?;
+                    value["next_occurrences"] = serde_json::to_value(schedule.upcoming(3)?)?;
                     out.push(value);
                 }
                 println!("{}", serde_json::to_string_pretty(&out)?);
@@ -131,12 +122,7 @@ pub(crate) async fn schedule(pool: &PgPool, command: ScheduleCommand) -> Result<
 }
 
 async fn put(pool: &PgPool, args: PutArgs) -> Result<()> {
-    let payload: serde_json::Value = serde_json::from_str(&args.payload)
-        .with_context(|| format!("--payload is not valid JSON: {}", args.payload))?;
-    let job = NewJob::new(args.job_type, payload)
-        .with_queue(args.queue)
-        .with_priority(args.priority)
-        .with_max_attempts(args.max_attempts);
+    let job = args.job.into_job(args.job_type)?;
     let spec = ScheduleSpec {
         jitter_seconds: args.jitter_seconds,
         missed: args.missed.parse::<MissedRuns>()?,
@@ -153,16 +139,6 @@ async fn put(pool: &PgPool, args: PutArgs) -> Result<()> {
         print_schedule(&schedule)?;
     }
     Ok(())
-}
-
-fn next_three(schedule: &Schedule) -> Result<Vec<DateTime<Utc>>> {
-    let from = schedule
-        .next_run_at
-        .map(|at| at - chrono::TimeDelta::seconds(1));
-    Ok(match from {
-        Some(from) if !schedule.paused => schedule.next_occurrences(from, 3)?,
-        _ => Vec::new(),
-    })
 }
 
 fn print_schedule(schedule: &Schedule) -> Result<()> {
@@ -190,7 +166,7 @@ fn print_schedule(schedule: &Schedule) -> Result<()> {
         Some(at) => println!("  last fired {}", at.to_rfc3339()),
         None => println!("  last fired never"),
     }
-    for at in next_three(schedule)? {
+    for at in schedule.upcoming(3)? {
         println!(
             "  next       {}  ({})",
             at.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S %Z"),
