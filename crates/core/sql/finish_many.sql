@@ -40,4 +40,8 @@ WHERE j.job_id = o.job_id
   AND j.lease_generation = o.lease_generation
   AND j.lease_owner = $7
   AND (j.state = 'CANCEL_REQUESTED' OR (j.state = 'RUNNING' AND o.outcome <> 'cancel_ack'))
-RETURNING j.job_id, j.state, j.run_after
+RETURNING j.job_id, j.state, j.run_after,
+          -- Request -> CANCELLED, for the cancellation-latency histogram.
+          CASE WHEN j.state = 'CANCELLED'
+               THEN extract(epoch FROM now() - j.cancel_requested_at)::float8
+          END AS cancel_latency_s

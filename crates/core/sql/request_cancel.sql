@@ -12,6 +12,7 @@ changed AS (
         finished_at = CASE WHEN t.state = 'RUNNING' THEN NULL ELSE now() END,
         last_error_code = CASE WHEN t.state = 'RUNNING' THEN j.last_error_code ELSE 'CANCELLED' END,
         last_error = CASE WHEN t.state = 'RUNNING' THEN j.last_error ELSE 'cancelled before it ran' END,
+        cancel_requested_at = now(),
         updated_at = now()
     FROM target t
     WHERE j.job_id = t.job_id

@@ -375,6 +375,9 @@ pub enum FinishResult {
         state: JobState,
         /// When it may run again (meaningful for RETRY_WAIT).
         run_after: DateTime<Utc>,
+        /// For a job now CANCELLED whose cancel was requested while it ran:
+        /// how long ago the request was made (database clock).
+        cancel_latency: Option<std::time::Duration>,
     },
     /// The lease was lost; nothing was written.
     Fenced {
@@ -532,6 +535,9 @@ pub struct QueueOverview {
     pub failed: i64,
     /// Jobs CANCELLED, still in the hot table.
     pub cancelled: i64,
+    /// Jobs RUNNING or CANCEL_REQUESTED whose lease has expired and that no
+    /// sweeper has returned yet (their worker died or froze).
+    pub lease_expired: i64,
     /// Seconds since the oldest due, claimable job became due (none: no
     /// job is waiting).
     pub oldest_runnable_age_s: Option<f64>,

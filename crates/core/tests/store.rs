@@ -185,6 +185,7 @@ async fn a_stale_worker_is_fenced_after_its_lease_is_swept(pool: PgPool) {
     let swept = jobwire_core::sweep_expired_leases(&pool, 100)
         .await
         .unwrap();
+    let swept: Vec<_> = swept.iter().map(|s| (s.job_id, s.state)).collect();
     assert_eq!(swept, vec![(job_id, JobState::RetryWait)]);
     let status = jobwire_core::job_status(&pool, job_id).await.unwrap();
     assert_eq!(status.last_error_code.as_deref(), Some("LEASE_EXPIRED"));
@@ -784,9 +785,12 @@ async fn the_sweeper_returns_expired_leases_by_the_lifecycle(pool: PgPool) {
     for job_id in [retry, exhausted, cancelling] {
         expire_lease(&pool, job_id).await.unwrap();
     }
-    let mut swept = jobwire_core::sweep_expired_leases(&pool, 100)
+    let mut swept: Vec<_> = jobwire_core::sweep_expired_leases(&pool, 100)
         .await
-        .unwrap();
+        .unwrap()
+        .into_iter()
+        .map(|s| (s.job_id, s.state))
+        .collect();
     swept.sort_by_key(|(id, _)| *id);
     let mut expected = vec![
         (retry, JobState::RetryWait),

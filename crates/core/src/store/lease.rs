@@ -272,6 +272,7 @@ struct FinishRow {
     job_id: Uuid,
     state: JobState,
     run_after: DateTime<Utc>,
+    cancel_latency_s: Option<f64>,
 }
 
 /// Record many attempt outcomes of leases held by `owner` in one statement,
@@ -341,6 +342,9 @@ pub async fn finish_many<'c, E: PgExecutor<'c>>(
                 job_id: row.job_id,
                 state: row.state,
                 run_after: row.run_after,
+                cancel_latency: row
+                    .cancel_latency_s
+                    .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok()),
             }),
             None => Ok(FinishResult::Fenced {
                 job_id: lease.job_id,

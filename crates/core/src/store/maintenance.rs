@@ -8,10 +8,15 @@ use uuid::Uuid;
 use super::millis;
 use crate::{JobState, Result};
 
-#[derive(sqlx::FromRow)]
-struct SweptRow {
-    job_id: Uuid,
-    state: JobState,
+/// A job the sweeper returned from an expired lease.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct SweptLease {
+    /// The job.
+    pub job_id: Uuid,
+    /// The state it was given: RETRY_WAIT, FAILED or CANCELLED.
+    pub state: JobState,
+    /// Its queue.
+    pub queue: String,
 }
 
 /// Return up to `limit` jobs whose lease expired: CANCEL_REQUESTED ->
@@ -20,15 +25,13 @@ struct SweptRow {
 pub async fn sweep_expired_leases<'c, E: PgExecutor<'c>>(
     executor: E,
     limit: usize,
-) -> Result<Vec<(Uuid, JobState)>> {
-    let rows: Vec<SweptRow> = sqlx::query_as(include_str!("../../sql/sweep_expired_leases.sql"))
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .fetch_all(executor)
-        .await?;
-    Ok(rows
-        .into_iter()
-        .map(|row| (row.job_id, row.state))
-        .collect())
+) -> Result<Vec<SweptLease>> {
+    Ok(
+        sqlx::query_as(include_str!("../../sql/sweep_expired_leases.sql"))
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(executor)
+            .await?,
+    )
 }
 
 /// Move up to `limit` finished jobs into `jobs_history`: SUCCEEDED and

@@ -11,6 +11,7 @@ use std::time::Duration;
 mod admin;
 mod cancel;
 mod enqueue;
+mod health;
 mod lease;
 mod maintenance;
 mod outbox;
@@ -26,12 +27,17 @@ pub use admin::{
 };
 pub use cancel::request_cancel;
 pub use enqueue::{Enqueuer, enqueue, enqueue_many};
+pub use health::{
+    FailedGroup, OutboxHealth, ScheduleDelay, TableHealth, failed_groups_top,
+    keep_collector_session_alive, outbox_health, schedule_delays, table_health,
+    try_lead_metrics_collector,
+};
 pub use lease::{
     ClaimByIds, acknowledge_cancel, claim_batch, claim_by_ids, claim_overdue, complete, fail,
     finish_many, heartbeat, heartbeat_many,
 };
 pub use maintenance::{
-    SideTable, archive_finished, outbox_lag, reconcile_wake_ups, sweep_expired_leases,
+    SideTable, SweptLease, archive_finished, outbox_lag, reconcile_wake_ups, sweep_expired_leases,
     trim_side_table,
 };
 pub use outbox::{OutboxDeadGroup, OutboxReplayFilter, outbox_dead_groups, replay_outbox_dead};
