@@ -12,6 +12,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::JobRuntime;
+use crate::metrics::{self, ClaimPath};
 use crate::stats::{WorkerStats, bump};
 
 /// The job a wake-up names: the `jobwire-job-id` header, or `job_id` in a
@@ -26,18 +27,20 @@ fn woken_job(delivery: &Delivery) -> Option<uuid::Uuid> {
     body.get("job_id")?.as_str()?.parse().ok()
 }
 
-fn count_miss(stats: &WorkerStats, miss: &ClaimMiss) {
-    bump(match miss {
-        ClaimMiss::Unknown => &stats.wake_ups_unknown,
-        ClaimMiss::Held => &stats.wake_ups_held,
-        ClaimMiss::Finished { .. } => &stats.wake_ups_finished,
-        ClaimMiss::NotDue { .. } => &stats.wake_ups_not_due,
-        ClaimMiss::Contended => &stats.wake_ups_contended,
-        ClaimMiss::Paused => &stats.wake_ups_paused,
-        ClaimMiss::OtherQueue { .. } => &stats.wake_ups_other_queue,
+fn count_miss(stats: &WorkerStats, topic: &str, miss: &ClaimMiss) {
+    let (counter, result) = match miss {
+        ClaimMiss::Unknown => (&stats.wake_ups_unknown, "unknown"),
+        ClaimMiss::Held => (&stats.wake_ups_held, "held"),
+        ClaimMiss::Finished { .. } => (&stats.wake_ups_finished, "finished"),
+        ClaimMiss::NotDue { .. } => (&stats.wake_ups_not_due, "not_due"),
+        ClaimMiss::Contended => (&stats.wake_ups_contended, "contended"),
+        ClaimMiss::Paused => (&stats.wake_ups_paused, "paused"),
+        ClaimMiss::OtherQueue { .. } => (&stats.wake_ups_other_queue, "other_queue"),
         #[allow(unreachable_patterns)]
-        _ => &stats.wake_ups_unknown,
-    });
+        _ => (&stats.wake_ups_unknown, "unknown"),
+    };
+    bump(counter);
+    metrics::record_wake_ups(topic, result, 1);
 }
 
 /// Subscribe to `topic`, retrying until it works or `stop`.
@@ -186,10 +189,14 @@ async fn claim_woken(
         match woken_job(delivery) {
             None => {
                 bump(&stats.wake_ups_garbage);
+                metrics::record_wake_ups(topic, "garbage", 1);
                 tracing::warn!(%topic, message = %delivery.broker_message_id,
                     "delivery names no job; acknowledged and dropped");
             }
-            Some(job_id) if job_ids.contains(&job_id) => bump(&stats.wake_ups_duplicate),
+            Some(job_id) if job_ids.contains(&job_id) => {
+                bump(&stats.wake_ups_duplicate);
+                metrics::record_wake_ups(topic, "duplicate", 1);
+            }
             Some(job_id) => job_ids.push(job_id),
         }
     }
@@ -216,8 +223,10 @@ async fn claim_woken(
         }
     };
     for (_, miss) in &claimed.missed {
-        count_miss(stats, miss);
+        count_miss(stats, topic, miss);
     }
+    metrics::record_wake_ups(topic, "claimed", claimed.claimed.len() as u64);
+    metrics::record_claims(&claimed.claimed, ClaimPath::Broker);
     run_on_free_slots(runtime, claimed.claimed, free);
     // The claim has committed: the wake-ups have done their work.
     if let Err(err) = subscriber.ack(&receipts).await {
@@ -312,6 +321,7 @@ impl SafetyNet {
         stats
             .safety_net_claims
             .fetch_add(jobs.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        metrics::record_claims(&jobs, ClaimPath::SafetyNet);
         run_on_free_slots(runtime, jobs, free);
     }
 }

@@ -4,11 +4,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use jobwire_core::{FinishOutcome, FinishResult, JobState, Lease};
+use chrono::{DateTime, Utc};
+use jobwire_core::{ClaimedJob, FinishOutcome, FinishResult, JobState, Lease};
 use sqlx::PgPool;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::metrics;
 use crate::stats::{WorkerStats, bump};
 use jobwire_loop::Pause;
 
@@ -16,6 +19,27 @@ use jobwire_loop::Pause;
 pub(crate) struct Completion {
     pub(crate) lease: Lease,
     pub(crate) outcome: FinishOutcome,
+    pub(crate) meta: AttemptMeta,
+}
+
+/// The attempt an outcome belongs to, for its metrics.
+pub(crate) struct AttemptMeta {
+    pub(crate) job: Arc<ClaimedJob>,
+    /// When the claim happened, on the database clock.
+    pub(crate) claimed_at: DateTime<Utc>,
+    /// When this worker took the claimed job, on its monotonic clock.
+    pub(crate) claimed: Instant,
+}
+
+impl AttemptMeta {
+    /// Time since enqueue: the database's created_at -> claim, plus this
+    /// worker's monotonic time since the claim (no wall clocks compared).
+    pub(crate) fn since_enqueue(&self) -> Duration {
+        (self.claimed_at - self.job.created_at)
+            .to_std()
+            .unwrap_or_default()
+            + self.claimed.elapsed()
+    }
 }
 
 /// How many times the last batch is retried at shutdown when the database is
@@ -36,6 +60,7 @@ pub(crate) async fn run_completer(
     stop: CancellationToken,
 ) {
     let mut batch: Vec<(Lease, FinishOutcome)> = Vec::with_capacity(batch_size);
+    let mut metas: Vec<AttemptMeta> = Vec::with_capacity(batch_size);
     loop {
         let first = tokio::select! {
             biased;
@@ -44,14 +69,19 @@ pub(crate) async fn run_completer(
         };
         let Some(first) = first else { return };
         batch.push((first.lease, first.outcome));
+        metas.push(first.meta);
         while batch.len() < batch_size {
             match outcomes.try_recv() {
-                Ok(next) => batch.push((next.lease, next.outcome)),
+                Ok(next) => {
+                    batch.push((next.lease, next.outcome));
+                    metas.push(next.meta);
+                }
                 Err(_) => break,
             }
         }
-        write_batch(&pool, &owner, &batch, &stats, &stop).await;
+        write_batch(&pool, &owner, &batch, &metas, &stats, &stop).await;
         batch.clear();
+        metas.clear();
     }
 }
 
@@ -59,6 +89,7 @@ async fn write_batch(
     pool: &PgPool,
     owner: &str,
     batch: &[(Lease, FinishOutcome)],
+    metas: &[AttemptMeta],
     stats: &WorkerStats,
     stop: &CancellationToken,
 ) {
@@ -68,8 +99,9 @@ async fn write_batch(
         match jobwire_core::finish_many(pool, owner, batch).await {
             Ok(results) => {
                 bump(&stats.completion_batches);
-                for result in results {
-                    record(result, stats);
+                // Results come back in input order.
+                for (result, meta) in results.into_iter().zip(metas) {
+                    record(result, meta, stats);
                 }
                 return;
             }
@@ -92,9 +124,15 @@ async fn write_batch(
     }
 }
 
-fn record(result: FinishResult, stats: &WorkerStats) {
+fn record(result: FinishResult, meta: &AttemptMeta, stats: &WorkerStats) {
+    let job = &meta.job;
     match result {
-        FinishResult::Recorded { job_id, state, .. } => {
+        FinishResult::Recorded {
+            job_id,
+            state,
+            cancel_latency,
+            ..
+        } => {
             let counter = match state {
                 JobState::Succeeded => &stats.succeeded,
                 JobState::RetryWait => &stats.retried,
@@ -106,10 +144,20 @@ fn record(result: FinishResult, stats: &WorkerStats) {
                 }
             };
             bump(counter);
+            if let Some(outcome) = metrics::outcome_label(state) {
+                metrics::record_outcome(&job.queue, &job.job_type, outcome);
+            }
+            if state.is_terminal() {
+                metrics::record_end_to_end(&job.queue, &job.job_type, meta.since_enqueue());
+            }
+            if let Some(latency) = cancel_latency {
+                metrics::record_cancel_latency(&job.queue, latency);
+            }
             tracing::debug!(%job_id, %state, "outcome recorded");
         }
         FinishResult::Fenced { job_id } => {
             bump(&stats.fenced);
+            metrics::record_outcome(&job.queue, &job.job_type, "fenced");
             tracing::warn!(%job_id, "outcome rejected: the lease had been lost (fenced)");
         }
     }

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::CancelReason;
+use crate::metrics;
 use crate::stats::{WorkerStats, bump};
 
 /// One running attempt, as the lease keeper sees it.
@@ -112,14 +113,17 @@ impl LeaseTable {
     }
 
     /// Cancel attempts whose lease could not be renewed and will run out
-    /// before `horizon`: their work would no longer count.
-    fn cancel_unrenewed(&self, horizon: Instant) {
+    /// before `horizon`: their work would no longer count. Returns how many.
+    fn cancel_unrenewed(&self, horizon: Instant) -> u64 {
+        let mut cancelled = 0;
         for (job_id, entry) in self.lock().iter() {
             if entry.renewed_until < horizon && !entry.cancel.is_cancelled() {
                 tracing::warn!(%job_id, "lease could not be renewed in time; cancelling the attempt");
                 cancel(entry, CancelReason::LeaseLost);
+                cancelled += 1;
             }
         }
+        cancelled
     }
 }
 
@@ -152,6 +156,11 @@ pub(crate) async fn run_lease_keeper(
         match jobwire_core::heartbeat_many(&pool, &owner, &leases, lease).await {
             Ok(results) => {
                 bump(&stats.heartbeat_batches);
+                let fenced = results
+                    .iter()
+                    .filter(|result| matches!(result, HeartbeatResult::Fenced { .. }))
+                    .count() as u64;
+                metrics::record_renewals(results.len() as u64 - fenced, fenced);
                 table.apply(results, sent_at + lease);
             }
             Err(err) => {
@@ -161,6 +170,7 @@ pub(crate) async fn run_lease_keeper(
         }
         // Stop work whose lease will lapse before the next heartbeat could
         // renew it, leaving half an interval for the handler to wind down.
-        table.cancel_unrenewed(Instant::now() + interval / 2);
+        let unrenewed = table.cancel_unrenewed(Instant::now() + interval / 2);
+        metrics::record_renewals(0, unrenewed);
     }
 }

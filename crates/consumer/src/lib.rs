@@ -18,6 +18,7 @@ mod completer;
 mod handler;
 mod lease_keeper;
 pub mod maintenance;
+pub mod metrics;
 mod postgres_path;
 mod runtime;
 mod stats;

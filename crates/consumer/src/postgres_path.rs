@@ -66,6 +66,7 @@ pub(crate) async fn fetch_queue(
         {
             Ok(jobs) => {
                 error_pause.reset();
+                crate::metrics::record_claims(&jobs, crate::metrics::ClaimPath::Postgres);
                 let got = jobs.len();
                 backlog = got == wanted;
                 for (job, slot) in jobs.into_iter().zip(free.drain(..)) {

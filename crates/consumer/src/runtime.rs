@@ -14,9 +14,10 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use crate::completer::{Completion, run_completer};
+use crate::completer::{AttemptMeta, Completion, run_completer};
 use crate::handler::RegisteredHandler;
 use crate::lease_keeper::{LeaseTable, run_lease_keeper};
+use crate::metrics;
 use crate::stats::{WorkerReport, WorkerStats, bump};
 use crate::{CancelReason, HandlerRegistry, JobContext, JobError, JobErrorKind};
 
@@ -238,6 +239,16 @@ impl Inner {
     async fn run_job(&self, job: ClaimedJob) {
         bump(&self.stats.claimed);
         let lease = job.lease;
+        // The claim's instant on the database clock (it set the lease), so
+        // queue wait and end-to-end time need no agreement between clocks.
+        let claimed_at = job.lease_expires_at
+            - chrono::Duration::from_std(self.config.lease).unwrap_or_default();
+        let job = Arc::new(job);
+        let meta = AttemptMeta {
+            job: job.clone(),
+            claimed_at,
+            claimed: Instant::now(),
+        };
         let Some(registered) = self.registry.get(&job.job_type).cloned() else {
             bump(&self.stats.unknown_job_type);
             let message = format!(
@@ -251,10 +262,12 @@ impl Inner {
                     code: "UNKNOWN_JOB_TYPE".into(),
                     message,
                 },
+                meta,
             )
             .await;
             return;
         };
+        metrics::record_attempt_start(&job, claimed_at);
 
         let cancel = CancellationToken::new();
         let reason = Arc::new(OnceLock::new());
@@ -268,7 +281,7 @@ impl Inner {
         let attempt = job.attempt;
         let completed = Arc::new(AtomicBool::new(false));
         let ctx = JobContext {
-            job: Arc::new(job),
+            job: job.clone(),
             cancel: cancel.clone(),
             reason: reason.clone(),
             deadline: started + registered.options.timeout,
@@ -277,15 +290,19 @@ impl Inner {
             completed: completed.clone(),
         };
         let end = self.run_handler(&registered, ctx, &cancel, &reason).await;
+        metrics::record_run_time(&job, started.elapsed());
         self.leases.remove(lease.job_id);
         if completed.load(Ordering::SeqCst) {
             // The handler committed the completion with its own writes.
             bump(&self.stats.completed_by_handler);
             bump(&self.stats.succeeded);
+            metrics::record_outcome(&job.queue, &job.job_type, "succeeded");
+            metrics::record_end_to_end(&job.queue, &job.job_type, meta.since_enqueue());
             return;
         }
-        if let Some(outcome) = self.outcome(&registered, attempt, end, reason.get().copied()) {
-            self.report(lease, outcome).await;
+        match self.outcome(&registered, attempt, end, reason.get().copied()) {
+            Some(outcome) => self.report(lease, outcome, meta).await,
+            None => metrics::record_outcome(&job.queue, &job.job_type, "lease_lost"),
         }
     }
 
@@ -397,10 +414,14 @@ impl Inner {
         }
     }
 
-    async fn report(&self, lease: Lease, outcome: FinishOutcome) {
+    async fn report(&self, lease: Lease, outcome: FinishOutcome, meta: AttemptMeta) {
         if self
             .outcomes
-            .send(Completion { lease, outcome })
+            .send(Completion {
+                lease,
+                outcome,
+                meta,
+            })
             .await
             .is_err()
         {

@@ -20,6 +20,7 @@
 mod config;
 mod error;
 mod listen;
+pub mod metrics;
 mod pass;
 mod run;
 mod shards;

@@ -135,6 +135,8 @@ impl Relay {
             // wake-up published twice is harmless) and the next passes take
             // half as many, until a batch fits the budget.
             tx.rollback().await?;
+            crate::metrics::record_publish_time(self.transport.name(), started.elapsed());
+            crate::metrics::record_broker_down(self.transport.name());
             let batch = self.shrink_batch();
             self.stats.slow_publishes.fetch_add(1, Ordering::Relaxed);
             self.stats.broker_down.fetch_add(1, Ordering::Relaxed);
@@ -151,13 +153,26 @@ impl Relay {
                 ..PassOutcome::default()
             });
         };
+        let publish_time = started.elapsed();
+        crate::metrics::record_publish_time(self.transport.name(), publish_time);
         let full = rows.len() >= batch;
-        if full && started.elapsed() < budget / 4 {
+        if full && publish_time < budget / 4 {
             self.grow_batch();
         }
         let mut outcome = self.settle(&mut tx, &rows, results).await?;
         outcome.full = full;
         tx.commit().await?;
+        if outcome.broker_down {
+            crate::metrics::record_pass(self.transport.name(), outcome.published, 0, 0);
+            crate::metrics::record_broker_down(self.transport.name());
+        } else {
+            crate::metrics::record_pass(
+                self.transport.name(),
+                outcome.published,
+                outcome.failed,
+                outcome.moved_aside,
+            );
+        }
 
         self.stats.passes.fetch_add(1, Ordering::Relaxed);
         RelayStats::add(&self.stats.published, outcome.published);

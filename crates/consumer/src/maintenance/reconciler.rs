@@ -78,6 +78,7 @@ impl Reconciler {
         }
         if total > 0 {
             tracing::warn!(jobs = total, "re-woke jobs whose wake-up went missing");
+            crate::metrics::record_rewakes(total);
         }
         Ok(total)
     }

@@ -60,6 +60,7 @@ impl Scheduler {
                 tracing::debug!(?report, "schedules fired");
             }
             enqueued += report.enqueued;
+            crate::metrics::record_occurrences(report.enqueued);
             if report.schedules < self.config.batch_size {
                 return Ok(enqueued);
             }

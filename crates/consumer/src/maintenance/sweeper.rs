@@ -53,8 +53,10 @@ impl Sweeper {
         loop {
             let swept =
                 jobwire_core::sweep_expired_leases(&self.pool, self.config.batch_size).await?;
-            for (job_id, state) in &swept {
-                tracing::info!(%job_id, %state, "expired lease swept");
+            for lease in &swept {
+                tracing::info!(job_id = %lease.job_id, state = %lease.state, queue = %lease.queue,
+                    "expired lease swept");
+                crate::metrics::record_swept(&lease.queue, lease.state);
             }
             total += swept.len();
             if swept.len() < self.config.batch_size {

@@ -1,0 +1,198 @@
+//! The workers' metrics, recorded through the `metrics` facade: a process
+//! that serves `/metrics` installs a Prometheus recorder (jobwire-server
+//! does); without one every call here is a no-op. Names and units follow
+//! Prometheus conventions; labels are bounded (queue, job_type, outcome,
+//! path, topic, result, state) — never job ids or error text. docs/operations.md explains
+//! each one.
+
+use std::time::Duration;
+
+use jobwire_core::JobState;
+use metrics::{Unit, counter, describe_counter, describe_histogram, histogram};
+
+/// Jobs claimed, by queue and how they were found (`postgres`: the
+/// PostgreSQL path; `broker`: a wake-up; `safety_net`: straight from the
+/// table after the broker path left them waiting past the bound).
+pub const CLAIMED: &str = "jobwire_jobs_claimed_total";
+/// Attempts whose handler started.
+pub const ATTEMPTS: &str = "jobwire_job_attempts_total";
+/// Attempt outcomes as the table recorded them (succeeded, retry, failed,
+/// cancelled), or `fenced` (the table refused: the lease was lost) and
+/// `lease_lost` (the worker gave up the attempt before reporting).
+pub const OUTCOMES: &str = "jobwire_job_outcomes_total";
+/// Seconds from when a job became due (run_after) to its claim.
+pub const QUEUE_WAIT: &str = "jobwire_job_queue_wait_seconds";
+/// Seconds a handler ran, per attempt.
+pub const RUN_TIME: &str = "jobwire_job_run_seconds";
+/// Seconds from enqueue (created_at) to the terminal outcome.
+pub const END_TO_END: &str = "jobwire_job_end_to_end_seconds";
+/// Seconds from a cancel request on a running job to CANCELLED.
+pub const CANCEL_LATENCY: &str = "jobwire_job_cancel_latency_seconds";
+/// Leases renewed by heartbeats.
+pub const LEASE_RENEWALS: &str = "jobwire_lease_renewals_total";
+/// Leases a heartbeat found lost (fenced), or that could not be renewed in
+/// time: the attempt was cancelled.
+pub const LEASE_RENEWALS_LOST: &str = "jobwire_lease_renewals_lost_total";
+/// Expired leases the sweeper returned, by queue and the state it gave the job.
+pub const LEASES_SWEPT: &str = "jobwire_leases_swept_total";
+/// Broker deliveries (wake-ups) by what they led to.
+pub const WAKE_UPS: &str = "jobwire_wake_ups_total";
+/// Jobs the reconciler re-woke because their wake-up went missing.
+pub const REWAKES: &str = "jobwire_reconciler_rewakes_total";
+/// Schedule occurrences the scheduler enqueued.
+pub const SCHEDULE_OCCURRENCES: &str = "jobwire_schedule_occurrences_total";
+
+/// Describe every worker metric (HELP and unit) to the installed recorder.
+pub fn describe() {
+    describe_counter!(
+        CLAIMED,
+        Unit::Count,
+        "Jobs claimed, by queue and path (postgres, broker, safety_net)."
+    );
+    describe_counter!(
+        ATTEMPTS,
+        Unit::Count,
+        "Attempts whose handler started, by queue and job type."
+    );
+    describe_counter!(
+        OUTCOMES,
+        Unit::Count,
+        "Attempt outcomes by queue, job type and outcome (succeeded, retry, failed, cancelled, fenced, lease_lost)."
+    );
+    describe_histogram!(
+        QUEUE_WAIT,
+        Unit::Seconds,
+        "Time from run_after (due) to claim."
+    );
+    describe_histogram!(RUN_TIME, Unit::Seconds, "Time a handler ran, per attempt.");
+    describe_histogram!(
+        END_TO_END,
+        Unit::Seconds,
+        "Time from enqueue to the terminal outcome."
+    );
+    describe_histogram!(
+        CANCEL_LATENCY,
+        Unit::Seconds,
+        "Time from a cancel request on a running job to CANCELLED."
+    );
+    describe_counter!(LEASE_RENEWALS, Unit::Count, "Leases renewed by heartbeats.");
+    describe_counter!(
+        LEASE_RENEWALS_LOST,
+        Unit::Count,
+        "Leases found lost or not renewable in time (the attempt was cancelled)."
+    );
+    describe_counter!(
+        LEASES_SWEPT,
+        Unit::Count,
+        "Expired leases returned by the sweeper, by queue and resulting state."
+    );
+    describe_counter!(
+        WAKE_UPS,
+        Unit::Count,
+        "Broker deliveries by topic and result (claimed or the miss reason)."
+    );
+    describe_counter!(
+        REWAKES,
+        Unit::Count,
+        "Jobs re-woken by the reconciler because their wake-up went missing."
+    );
+    describe_counter!(
+        SCHEDULE_OCCURRENCES,
+        Unit::Count,
+        "Schedule occurrences enqueued by the scheduler."
+    );
+}
+
+/// How a claimed job was found.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ClaimPath {
+    Postgres,
+    Broker,
+    SafetyNet,
+}
+
+impl ClaimPath {
+    fn label(self) -> &'static str {
+        match self {
+            ClaimPath::Postgres => "postgres",
+            ClaimPath::Broker => "broker",
+            ClaimPath::SafetyNet => "safety_net",
+        }
+    }
+}
+
+pub(crate) fn record_claims(jobs: &[jobwire_core::ClaimedJob], path: ClaimPath) {
+    for job in jobs {
+        counter!(CLAIMED, "queue" => job.queue.clone(), "path" => path.label()).increment(1);
+    }
+}
+
+/// A claimed job's handler starts: one attempt, and how long it waited
+/// since it became due (both instants on the database clock).
+pub(crate) fn record_attempt_start(
+    job: &jobwire_core::ClaimedJob,
+    claimed_at: chrono::DateTime<chrono::Utc>,
+) {
+    counter!(ATTEMPTS, "queue" => job.queue.clone(), "job_type" => job.job_type.clone())
+        .increment(1);
+    let waited = (claimed_at - job.run_after).to_std().unwrap_or_default();
+    histogram!(QUEUE_WAIT, "queue" => job.queue.clone(), "job_type" => job.job_type.clone())
+        .record(waited.as_secs_f64());
+}
+
+pub(crate) fn record_run_time(job: &jobwire_core::ClaimedJob, ran: Duration) {
+    histogram!(RUN_TIME, "queue" => job.queue.clone(), "job_type" => job.job_type.clone())
+        .record(ran.as_secs_f64());
+}
+
+/// The label of an outcome the table recorded.
+pub(crate) fn outcome_label(state: JobState) -> Option<&'static str> {
+    match state {
+        JobState::Succeeded => Some("succeeded"),
+        JobState::RetryWait => Some("retry"),
+        JobState::Failed => Some("failed"),
+        JobState::Cancelled => Some("cancelled"),
+        _ => None,
+    }
+}
+
+pub(crate) fn record_outcome(queue: &str, job_type: &str, outcome: &'static str) {
+    counter!(OUTCOMES, "queue" => queue.to_owned(), "job_type" => job_type.to_owned(), "outcome" => outcome)
+        .increment(1);
+}
+
+pub(crate) fn record_end_to_end(queue: &str, job_type: &str, took: Duration) {
+    histogram!(END_TO_END, "queue" => queue.to_owned(), "job_type" => job_type.to_owned())
+        .record(took.as_secs_f64());
+}
+
+pub(crate) fn record_cancel_latency(queue: &str, took: Duration) {
+    histogram!(CANCEL_LATENCY, "queue" => queue.to_owned()).record(took.as_secs_f64());
+}
+
+pub(crate) fn record_renewals(renewed: u64, lost: u64) {
+    if renewed > 0 {
+        counter!(LEASE_RENEWALS).increment(renewed);
+    }
+    if lost > 0 {
+        counter!(LEASE_RENEWALS_LOST).increment(lost);
+    }
+}
+
+pub(crate) fn record_swept(queue: &str, state: JobState) {
+    counter!(LEASES_SWEPT, "queue" => queue.to_owned(), "state" => state.as_str()).increment(1);
+}
+
+pub(crate) fn record_wake_ups(topic: &str, result: &'static str, n: u64) {
+    if n > 0 {
+        counter!(WAKE_UPS, "topic" => topic.to_owned(), "result" => result).increment(n);
+    }
+}
+
+pub(crate) fn record_rewakes(n: usize) {
+    counter!(REWAKES).increment(n as u64);
+}
+
+pub(crate) fn record_occurrences(n: usize) {
+    counter!(SCHEDULE_OCCURRENCES).increment(n as u64);
+}
