@@ -25,14 +25,21 @@ impl HttpServer {
     /// API must be reachable from other machines (every route but the
     /// health checks needs a token either way).
     pub async fn bind(addr: SocketAddr, pool: PgPool) -> std::io::Result<Self> {
+        Self::bind_router(addr, crate::api::router(pool)).await
+    }
+
+    /// Bind only `/metrics` and the health checks (for a worker or relay
+    /// process that serves no API) to `addr`; same tokens as the API.
+    pub async fn bind_metrics(addr: SocketAddr, pool: PgPool) -> std::io::Result<Self> {
+        Self::bind_router(addr, crate::api::metrics_router(pool)).await
+    }
+
+    async fn bind_router(addr: SocketAddr, router: axum::Router) -> std::io::Result<Self> {
         let listener = TcpListener::bind(addr).await?;
         if !addr.ip().is_loopback() {
-            tracing::warn!(%addr, "the HTTP API listens beyond this machine");
+            tracing::warn!(%addr, "the HTTP server listens beyond this machine");
         }
-        Ok(HttpServer {
-            listener,
-            router: crate::api::router(pool),
-        })
+        Ok(HttpServer { listener, router })
     }
 
     /// The address it listens on (the real port when bound to port 0).

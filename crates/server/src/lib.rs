@@ -8,10 +8,11 @@
 
 mod api;
 mod http;
+pub mod metrics;
 mod node;
 mod report;
 
-pub use api::{openapi, router};
+pub use api::{metrics_router, openapi, router};
 pub use http::HttpServer;
 pub use node::{Node, NodeError, RunningNode};
 pub use report::NodeReport;

@@ -12,6 +12,7 @@ use sqlx::PgPool;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::metrics::{CollectorConfig, DatabaseCollector};
 use crate::{HttpServer, NodeReport};
 
 /// Why a node could not start, or a part of it stopped with an error.
@@ -45,7 +46,8 @@ pub enum NodeError {
 
 /// Everything long-running in one process, composed: at most one
 /// [`Worker`], any number of [`Relay`] lanes, the [`Maintenance`] loops, the
-/// HTTP API ([`HttpServer`]), and the transports to close at the end. Build it with the `with_*` methods,
+/// HTTP API ([`HttpServer`]), the database metrics collector
+/// ([`DatabaseCollector`]), and the transports to close at the end. Build it with the `with_*` methods,
 /// then [`Node::run`] it until a shutdown signal, or [`Node::start`] it and
 /// [`RunningNode::stop`] it later.
 ///
@@ -53,14 +55,15 @@ pub enum NodeError {
 /// taking requests (those under way finish); the worker stops
 /// claiming, drains its running jobs under its shutdown timeout and flushes
 /// the last outcomes (whose wake-ups land in the outbox); then the relay
-/// lanes stop (a pass under way finishes its publish); then maintenance;
-/// last, the transports close.
+/// lanes stop (a pass under way finishes its publish); then maintenance and
+/// the metrics collector; last, the transports close.
 #[must_use = "a node does nothing until it is run or started"]
 pub struct Node {
     pool: PgPool,
     worker: Option<Worker>,
     relays: Vec<Relay>,
     maintenance: Option<MaintenanceConfig>,
+    collector: Option<CollectorConfig>,
     http: Option<HttpServer>,
     transports: Vec<Arc<dyn Transport>>,
 }
@@ -73,6 +76,7 @@ impl Node {
             worker: None,
             relays: Vec::new(),
             maintenance: None,
+            collector: None,
             http: None,
             transports: Vec::new(),
         }
@@ -102,6 +106,15 @@ impl Node {
         self
     }
 
+    /// Take part in the election of the database's metrics collector, and
+    /// export the database gauges while elected (see [`DatabaseCollector`]).
+    /// Only useful where the process's metrics are served (the HTTP API, or
+    /// [`HttpServer::bind_metrics`]).
+    pub fn with_metrics_collector(mut self, config: CollectorConfig) -> Self {
+        self.collector = Some(config);
+        self
+    }
+
     /// Close `transport` once everything that uses it has stopped.
     pub fn closing(mut self, transport: Arc<dyn Transport>) -> Self {
         self.transports.push(transport);
@@ -113,6 +126,10 @@ impl Node {
     pub fn start(self) -> Result<RunningNode, NodeError> {
         let maintenance = match self.maintenance {
             Some(config) => Some(Maintenance::new(self.pool.clone(), config)?),
+            None => None,
+        };
+        let collector = match self.collector {
+            Some(config) => Some(DatabaseCollector::new(self.pool.clone(), config)?),
             None => None,
         };
         let stop_http = CancellationToken::new();
@@ -145,6 +162,8 @@ impl Node {
         let maintenance = maintenance
             .filter(|maintenance| !maintenance.is_empty())
             .map(|maintenance| tokio::spawn(maintenance.run(stop_maintenance.clone())));
+        let collector =
+            collector.map(|collector| tokio::spawn(collector.run(stop_maintenance.clone())));
         Ok(RunningNode {
             stop_http,
             stop_worker,
@@ -155,6 +174,7 @@ impl Node {
             worker,
             relays,
             maintenance,
+            collector,
             transports: self.transports,
         })
     }
@@ -188,6 +208,7 @@ pub struct RunningNode {
     worker: Option<JoinHandle<Result<WorkerReport, WorkerError>>>,
     relays: Vec<JoinHandle<Result<RelayReport, RelayError>>>,
     maintenance: Option<JoinHandle<()>>,
+    collector: Option<JoinHandle<()>>,
     transports: Vec<Arc<dyn Transport>>,
 }
 
@@ -228,10 +249,13 @@ impl RunningNode {
             }
         }
         self.stop_maintenance.cancel();
-        if let Some(handle) = self.maintenance.take()
-            && let Err(err) = joined(handle).await
+        for handle in [self.maintenance.take(), self.collector.take()]
+            .into_iter()
+            .flatten()
         {
-            keep(err);
+            if let Err(err) = joined(handle).await {
+                keep(err);
+            }
         }
         for transport in self.transports.drain(..) {
             if let Err(source) = transport.close().await {

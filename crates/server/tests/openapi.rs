@@ -48,6 +48,7 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("get", "/healthz", "/healthz"),
     ("get", "/readyz", "/readyz"),
     ("get", "/openapi.json", "/openapi.json"),
+    ("get", "/metrics", "/metrics"),
 ];
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]

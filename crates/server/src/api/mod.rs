@@ -18,6 +18,7 @@ mod error;
 mod extract;
 mod health;
 mod jobs;
+mod metrics;
 mod queues;
 mod request_id;
 mod schedules;
@@ -28,6 +29,9 @@ use error::ApiError;
 #[derive(Clone)]
 pub(crate) struct ApiState {
     pub(crate) pool: PgPool,
+    /// The recorder `/metrics` renders; `None` when the application
+    /// installed its own.
+    pub(crate) metrics: Option<crate::metrics::Metrics>,
 }
 
 /// The largest request body accepted: the payload ceiling plus room for
@@ -54,7 +58,7 @@ const BODY_LIMIT_BYTES: usize = jobwire_core::PAYLOAD_CEILING_BYTES + 64 * 1024;
         (name = "queues", description = "Queues: depth, age, pause and resume"),
         (name = "schedules", description = "Recurring schedules: cron in a time zone, jitter, missed runs"),
         (name = "health", description = "Liveness and readiness (no token)"),
-        (name = "meta", description = "This description"),
+        (name = "meta", description = "This description and the Prometheus metrics"),
     )
 )]
 struct ApiDoc;
@@ -95,6 +99,7 @@ fn routes() -> (axum::Router<ApiState>, OpenApiDocument) {
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(openapi_json))
+        .routes(routes!(metrics::metrics))
         .split_for_parts()
 }
 
@@ -119,9 +124,31 @@ async fn openapi_json(_reader: auth::Reader) -> Json<OpenApiDocument> {
     Json(openapi())
 }
 
-/// The whole API as an axum router over `pool`.
+/// The whole API as an axum router over `pool`. Serving it exports this
+/// process's metrics at `/metrics` (installing the Prometheus recorder).
 pub fn router(pool: PgPool) -> axum::Router {
     let (router, _) = routes();
+    with_common_layers(router, pool)
+}
+
+/// Only `/metrics` and the health checks: for worker and relay processes
+/// that serve no API (`--metrics-listen`). Same tokens.
+pub fn metrics_router(pool: PgPool) -> axum::Router {
+    let router = axum::Router::new()
+        .route("/metrics", axum::routing::get(metrics::metrics))
+        .route("/healthz", axum::routing::get(health::healthz))
+        .route("/readyz", axum::routing::get(health::readyz));
+    with_common_layers(router, pool)
+}
+
+fn with_common_layers(router: axum::Router<ApiState>, pool: PgPool) -> axum::Router {
+    let metrics = match crate::metrics::Metrics::install() {
+        Ok(metrics) => Some(metrics),
+        Err(err) => {
+            tracing::warn!(error = %err, "/metrics is off");
+            None
+        }
+    };
     router
         .fallback(|| async {
             ApiError::NotFound {
@@ -132,5 +159,5 @@ pub fn router(pool: PgPool) -> axum::Router {
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))
         .layer(middleware::from_fn(request_id::with_request_id))
-        .with_state(ApiState { pool })
+        .with_state(ApiState { pool, metrics })
 }

@@ -1,0 +1,39 @@
+//! `/metrics`: the process's metrics in the Prometheus text format, for a
+//! `read` token (Prometheus sends it as `authorization.credentials` in its
+//! scrape config).
+
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::IntoResponse;
+
+use super::ApiState;
+use super::auth::Reader;
+use super::error::{ApiError, ErrorEnvelope};
+
+/// The text exposition format's content type.
+const EXPOSITION: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Every metric of this process — and, in the one process elected to collect
+/// them, the database's gauges — in the Prometheus text format.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "meta",
+    responses(
+        (status = 200, description = "Prometheus text exposition (docs/operations.md lists every metric)", content_type = "text/plain", body = String),
+        (status = 401, description = "UNAUTHENTICATED", body = ErrorEnvelope),
+        (status = 404, description = "METRICS_DISABLED: the application installed a metrics recorder of its own", body = ErrorEnvelope),
+    ),
+    security(("bearer" = ["read"]))
+)]
+pub(crate) async fn metrics(
+    _reader: Reader,
+    State(state): State<ApiState>,
+) -> Result<impl IntoResponse, ApiError> {
+    let metrics = state.metrics.as_ref().ok_or_else(|| ApiError::NotFound {
+        code: "METRICS_DISABLED",
+        message: "This process records jobwire's metrics into the application's own recorder."
+            .into(),
+    })?;
+    Ok(([(CONTENT_TYPE, EXPOSITION)], metrics.render()))
+}

@@ -1,0 +1,204 @@
+//! The database collector: one process per database turns what the tables
+//! hold (depth by state, the oldest runnable job, expired leases, dead
+//! letters, the outbox, bloat, schedule delays) into gauges. Elected by an
+//! advisory lock held on a connection of its own, so N processes run one
+//! set of queries and export one copy; if the leader dies its connection
+//! closes, the lock goes with it, and another process takes over at its
+//! next tick.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use jobwire_core::store;
+use jobwire_loop::{InvalidSetting, sleep};
+use metrics::gauge;
+use sqlx::{Connection, PgConnection, PgPool};
+use tokio_util::sync::CancellationToken;
+
+use super::GAUGE_IDLE;
+use super::names::*;
+
+/// The collector's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CollectorConfig {
+    /// How often the leader reads the database (and followers try to lead).
+    pub interval: Duration,
+    /// How many FAILED groups (type, error code) are exported as they are;
+    /// the rest are summed under `_other`.
+    pub failed_groups: i64,
+}
+
+impl Default for CollectorConfig {
+    fn default() -> Self {
+        CollectorConfig {
+            interval: Duration::from_secs(5),
+            failed_groups: 20,
+        }
+    }
+}
+
+impl CollectorConfig {
+    /// Reject settings that cannot work.
+    pub fn validate(&self) -> Result<(), InvalidSetting> {
+        InvalidSetting::require_nonzero("collector.interval", self.interval)?;
+        // Gauges left unset for GAUGE_IDLE disappear: the leader must set
+        // them well within it.
+        if self.interval > GAUGE_IDLE / 3 {
+            return Err(InvalidSetting::new(
+                "collector.interval",
+                format!(
+                    "must be at most {:?}, got {:?}",
+                    GAUGE_IDLE / 3,
+                    self.interval
+                ),
+            ));
+        }
+        if !(1..=1000).contains(&self.failed_groups) {
+            return Err(InvalidSetting::new(
+                "collector.failed_groups",
+                format!("must be between 1 and 1000, got {}", self.failed_groups),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Collects the database gauges when elected; see the module docs.
+pub struct DatabaseCollector {
+    pool: PgPool,
+    config: CollectorConfig,
+}
+
+impl DatabaseCollector {
+    /// A collector for `pool`'s database; fails on a setting that cannot work.
+    pub fn new(pool: PgPool, config: CollectorConfig) -> Result<Self, InvalidSetting> {
+        config.validate()?;
+        Ok(DatabaseCollector { pool, config })
+    }
+
+    /// Try to lead every interval; while leading, collect every interval.
+    /// Until `shutdown` (the lock is released with the connection).
+    pub async fn run(self, shutdown: CancellationToken) {
+        // The election's connection: never from the pool, whose connections
+        // are shared and would carry the lock to other work.
+        let mut session: Option<PgConnection> = None;
+        let mut leading = false;
+        loop {
+            match self.tick(&mut session, &mut leading).await {
+                Ok(()) => {}
+                Err(err) => {
+                    if leading {
+                        tracing::warn!(error = %err, "collecting database metrics failed; giving up the lead");
+                    } else {
+                        tracing::debug!(error = %err, "metrics collector cannot reach the database");
+                    }
+                    // Closing the session releases the lock (if held).
+                    session = None;
+                    leading = false;
+                }
+            }
+            gauge!(COLLECTOR_LEADER).set(if leading { 1.0 } else { 0.0 });
+            if sleep(self.config.interval, &shutdown).await.is_cancelled() {
+                break;
+            }
+        }
+        if let Some(session) = session {
+            let _ = session.close().await;
+        }
+    }
+
+    async fn tick(
+        &self,
+        session: &mut Option<PgConnection>,
+        leading: &mut bool,
+    ) -> Result<(), jobwire_core::Error> {
+        let connection = match session {
+            Some(connection) => connection,
+            None => {
+                let options = self.pool.connect_options();
+                let mut connection = PgConnection::connect_with(&options)
+                    .await
+                    .map_err(jobwire_core::Error::from)?;
+                store::keep_collector_session_alive(&mut connection).await?;
+                session.insert(connection)
+            }
+        };
+        if !*leading {
+            *leading = store::try_lead_metrics_collector(connection).await?;
+            if *leading {
+                tracing::info!("this process now exports the database metrics");
+            } else {
+                return Ok(());
+            }
+        }
+        let started = Instant::now();
+        collect(connection, self.config.failed_groups).await?;
+        gauge!(COLLECTOR_DURATION).set(started.elapsed().as_secs_f64());
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        gauge!(COLLECTOR_LAST_SUCCESS).set(now.as_secs_f64());
+        Ok(())
+    }
+}
+
+/// The spellings of the job states, as the table stores them.
+const STATES: [&str; 7] = [
+    "QUEUED",
+    "RUNNING",
+    "RETRY_WAIT",
+    "CANCEL_REQUESTED",
+    "SUCCEEDED",
+    "FAILED",
+    "CANCELLED",
+];
+
+/// Read every gauge's source and set the gauges.
+async fn collect(
+    connection: &mut PgConnection,
+    failed_groups: i64,
+) -> Result<(), jobwire_core::Error> {
+    for queue in jobwire_core::queue_overview(&mut *connection).await? {
+        let depths = [
+            queue.queued,
+            queue.running,
+            queue.retry_wait,
+            queue.cancel_requested,
+            queue.succeeded,
+            queue.failed,
+            queue.cancelled,
+        ];
+        for (state, jobs) in STATES.into_iter().zip(depths) {
+            gauge!(QUEUE_JOBS, "queue" => queue.queue.clone(), "state" => state).set(jobs as f64);
+        }
+        gauge!(QUEUE_OLDEST_RUNNABLE_AGE, "queue" => queue.queue.clone())
+            .set(queue.oldest_runnable_age_s.unwrap_or(0.0).max(0.0));
+        gauge!(QUEUE_PAUSED, "queue" => queue.queue.clone()).set(f64::from(u8::from(queue.paused)));
+        gauge!(QUEUE_LEASE_EXPIRED, "queue" => queue.queue.clone()).set(queue.lease_expired as f64);
+    }
+    for group in store::failed_groups_top(&mut *connection, failed_groups).await? {
+        let job_type = group.job_type.unwrap_or_else(|| "_other".into());
+        // An empty label value reads as no label at all in Prometheus.
+        let error_code = match group.error_code {
+            None => "_other".to_owned(),
+            Some(code) if code.is_empty() => "_none".to_owned(),
+            Some(code) => code,
+        };
+        gauge!(FAILED_JOBS, "job_type" => job_type, "error_code" => error_code)
+            .set(group.jobs as f64);
+    }
+    let outbox = store::outbox_health(&mut *connection).await?;
+    gauge!(OUTBOX_ROWS).set(outbox.waiting as f64);
+    gauge!(OUTBOX_DUE_ROWS).set(outbox.due as f64);
+    gauge!(OUTBOX_OLDEST_DUE_AGE).set(outbox.oldest_due_age_s.max(0.0));
+    gauge!(OUTBOX_DEAD_ROWS).set(outbox.dead as f64);
+    for table in store::table_health(&mut *connection).await? {
+        let name = table.table_name;
+        gauge!(TABLE_LIVE_TUPLES, "table" => name.clone()).set(table.live_tuples as f64);
+        gauge!(TABLE_DEAD_TUPLES, "table" => name.clone()).set(table.dead_tuples as f64);
+        gauge!(TABLE_LAST_AUTOVACUUM, "table" => name).set(table.last_autovacuum_s.unwrap_or(0.0));
+    }
+    for schedule in store::schedule_delays(&mut *connection).await? {
+        gauge!(SCHEDULE_DELAY, "schedule" => schedule.name).set(schedule.delay_s);
+    }
+    Ok(())
+}
