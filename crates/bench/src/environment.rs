@@ -26,6 +26,8 @@ pub struct Environment {
     pub durable_commit_ms: f64,
     /// Debug or release build of the harness.
     pub build: &'static str,
+    /// Whether Prometheus metrics were recorded (`--metrics`).
+    pub metrics: bool,
 }
 
 /// Read the environment.
@@ -56,6 +58,7 @@ pub async fn environment(pool: &PgPool) -> Result<Environment> {
         } else {
             "release"
         },
+        metrics: false,
     })
 }
 

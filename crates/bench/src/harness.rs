@@ -122,8 +122,12 @@ pub(crate) fn start_queues(
         ..WorkerConfig::default()
     };
     let mut worker = Worker::new(pool.clone(), registry(runs), worker_config);
-    // No maintenance: a bench run measures the job path alone.
+    // No maintenance: a bench run measures the job path alone (and, with
+    // metrics on, what recording them costs).
     let mut node = Node::new(pool.clone());
+    if config.metrics {
+        node = node.with_metrics_collector(jobwire_server::metrics::CollectorConfig::default());
+    }
     if let Some(transport) = &path.transport {
         worker = worker.with_transport(transport.clone());
         let relay_config = RelayConfig {

@@ -53,6 +53,10 @@ pub struct BenchConfig {
     /// Leave each run's jobs in the table (by default they are deleted
     /// once measured, and the tables vacuumed).
     pub keep_jobs: bool,
+    /// Record Prometheus metrics as a served node does: the recorder
+    /// installed, and the database collector running beside every run's
+    /// node (to measure what metrics cost).
+    pub metrics: bool,
 }
 
 impl Default for BenchConfig {
@@ -70,6 +74,7 @@ impl Default for BenchConfig {
             timeout: Duration::from_secs(600),
             progress: true,
             keep_jobs: false,
+            metrics: false,
         }
     }
 }

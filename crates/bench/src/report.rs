@@ -12,7 +12,7 @@ use crate::{Environment, PathReport};
 /// One line naming the machine and the database settings.
 fn header(environment: &Environment) -> String {
     format!(
-        "{} cores ({}), PostgreSQL {}, synchronous_commit={}, fsync={}, wal_sync_method={}, one durable commit {:.2} ms, {} build",
+        "{} cores ({}), PostgreSQL {}, synchronous_commit={}, fsync={}, wal_sync_method={}, one durable commit {:.2} ms, {} build, metrics {}",
         environment.cores,
         environment.cpu,
         environment.postgres,
@@ -20,7 +20,8 @@ fn header(environment: &Environment) -> String {
         environment.fsync,
         environment.wal_sync_method,
         environment.durable_commit_ms,
-        environment.build
+        environment.build,
+        if environment.metrics { "on" } else { "off" }
     )
 }
 

@@ -22,6 +22,7 @@ mod cmd;
 mod database;
 mod demo;
 mod faults;
+mod metrics;
 mod shutdown;
 
 /// The local PostgreSQL every machine of ours runs; `jobwire demo` creates

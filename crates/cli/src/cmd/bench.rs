@@ -74,6 +74,10 @@ pub(crate) struct BenchArgs {
     /// once measured and the tables vacuumed, so every run starts alike).
     #[arg(long)]
     keep_jobs: bool,
+    /// Record Prometheus metrics as `jobwire run --listen` does (recorder
+    /// and database collector on), to measure what they cost.
+    #[arg(long)]
+    metrics: bool,
     /// Give up on any one run after this many seconds.
     #[arg(long, default_value_t = 600)]
     timeout_seconds: u64,
@@ -124,8 +128,13 @@ pub(crate) async fn bench(pool: PgPool, args: BenchArgs) -> Result<()> {
         timeout: Duration::from_secs(args.timeout_seconds),
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
         keep_jobs: args.keep_jobs,
+        metrics: args.metrics,
     };
-    let environment = jobwire_bench::environment(&pool).await?;
+    if args.metrics {
+        jobwire_server::metrics::Metrics::install()?;
+    }
+    let mut environment = jobwire_bench::environment(&pool).await?;
+    environment.metrics = args.metrics;
     // Written after every path, so a long run keeps what it measured.
     let write_files = |reports: &[jobwire_bench::PathReport]| -> Result<()> {
         if let Some(file) = &args.json {

@@ -43,6 +43,8 @@ pub(crate) struct RelayArgs {
     /// Drain every outbox topic except these.
     #[arg(long, value_delimiter = ',')]
     except_topics: Vec<String>,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 pub(crate) async fn relay(pool: PgPool, args: RelayArgs) -> Result<()> {
@@ -78,9 +80,17 @@ pub(crate) async fn relay(pool: PgPool, args: RelayArgs) -> Result<()> {
     let transport = args.broker.shared_transport().await?;
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
-    let report = Node::new(pool.clone())
-        .with_relay(jobwire_relay::Relay::new(pool, transport.clone(), config))
-        .closing(transport)
+    let node = Node::new(pool.clone())
+        .with_relay(jobwire_relay::Relay::new(
+            pool.clone(),
+            transport.clone(),
+            config,
+        ))
+        .closing(transport);
+    let report = args
+        .metrics
+        .add_to(node, &pool)
+        .await?
         .run(shutdown)
         .await?;
     for relayed in &report.relays {

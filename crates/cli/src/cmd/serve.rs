@@ -16,6 +16,10 @@ pub(crate) struct ServeArgs {
     /// host's address) to accept other machines' requests.
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
+    /// Milliseconds between reads of the database gauges of /metrics (done
+    /// by the one process, of all those serving metrics, elected to).
+    #[arg(long, default_value_t = 5_000)]
+    metrics_interval_ms: u64,
 }
 
 /// Bind the API to `addr`, with an error that says which address is taken.
@@ -34,6 +38,13 @@ pub(crate) async fn serve(pool: PgPool, args: ServeArgs) -> Result<()> {
     );
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
-    Node::new(pool).with_http(server).run(shutdown).await?;
+    Node::new(pool)
+        .with_http(server)
+        .with_metrics_collector(jobwire_server::metrics::CollectorConfig {
+            interval: std::time::Duration::from_millis(args.metrics_interval_ms),
+            ..Default::default()
+        })
+        .run(shutdown)
+        .await?;
     Ok(())
 }

@@ -75,6 +75,8 @@ pub(crate) struct WorkerArgs {
     consumer_group: String,
     #[command(flatten)]
     broker: brokers::BrokerArgs,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 fn parse_queue(spec: &str) -> Result<QueueConfig> {
@@ -101,6 +103,9 @@ pub(crate) async fn serve(pool: PgPool, args: WorkerArgs, with_relay: bool) -> R
     } else {
         brokers::BrokerKind::Postgres
     };
+    if args.listen.is_some() && args.metrics.listens() {
+        bail!("--listen already serves /metrics: drop --metrics-listen");
+    }
     let kind = args.broker.kind_or(default_kind);
     if kind == brokers::BrokerKind::Memory && !with_relay {
         bail!(
@@ -166,8 +171,11 @@ pub(crate) async fn serve(pool: PgPool, args: WorkerArgs, with_relay: bool) -> R
     let mut worker = Worker::new(pool.clone(), registry, config);
     let mut node = Node::new(pool.clone()).with_maintenance(maintenance);
     if let Some(addr) = args.listen {
-        node = node.with_http(super::serve::bind(addr, &pool).await?);
+        node = node
+            .with_http(super::serve::bind(addr, &pool).await?)
+            .with_metrics_collector(args.metrics.collector());
     }
+    node = args.metrics.add_to(node, &pool).await?;
     if let Some(transport) = transport {
         worker = worker.with_transport(transport.clone());
         if with_relay {

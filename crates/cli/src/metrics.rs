@@ -1,0 +1,51 @@
+//! The metrics arguments long-running commands share, and how they add
+//! `/metrics` and the database collector to a node.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use jobwire_server::metrics::CollectorConfig;
+use jobwire_server::{HttpServer, Node};
+use sqlx::PgPool;
+
+#[derive(clap::Args)]
+pub(crate) struct MetricsArgs {
+    /// Serve /metrics (and /healthz, /readyz) on this address, for a
+    /// process that serves no API; a `read` token is needed as for the API.
+    #[arg(long)]
+    metrics_listen: Option<SocketAddr>,
+    /// Milliseconds between reads of the database gauges (depth, oldest
+    /// runnable job, outbox, bloat), done by the one process of all those
+    /// serving metrics that is elected to (at most 10000).
+    #[arg(long, default_value_t = 5_000)]
+    metrics_interval_ms: u64,
+}
+
+impl MetricsArgs {
+    pub(crate) fn collector(&self) -> CollectorConfig {
+        CollectorConfig {
+            interval: Duration::from_millis(self.metrics_interval_ms),
+            ..CollectorConfig::default()
+        }
+    }
+
+    /// Serve /metrics alone when asked to, with the collector.
+    pub(crate) async fn add_to(&self, node: Node, pool: &PgPool) -> Result<Node> {
+        let Some(addr) = self.metrics_listen else {
+            return Ok(node);
+        };
+        let server = HttpServer::bind_metrics(addr, pool.clone())
+            .await
+            .with_context(|| format!("cannot listen on {addr} (is another server using it?)"))?;
+        eprintln!("jobwire metrics on http://{}/metrics", server.local_addr()?);
+        Ok(node
+            .with_http(server)
+            .with_metrics_collector(self.collector()))
+    }
+
+    /// Whether `--metrics-listen` was given.
+    pub(crate) fn listens(&self) -> bool {
+        self.metrics_listen.is_some()
+    }
+}
