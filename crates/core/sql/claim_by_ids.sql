@@ -43,7 +43,8 @@ SELECT w.job_id AS requested_job_id,
        seen.queue AS seen_queue,
        coalesce(seen_queue.paused, false) AS seen_paused,
        c.queue, c.job_type, c.priority, c.payload, c.attempt_count, c.max_attempts,
-       c.run_after, c.lease_owner, c.lease_expires_at, c.lease_generation, c.created_at
+       c.run_after, c.lease_owner, c.lease_expires_at, c.lease_generation, c.created_at,
+       c.traceparent, c.tracestate
 FROM wanted w
 LEFT JOIN claimed c ON c.job_id = w.job_id
 LEFT JOIN jobs seen ON seen.job_id = w.job_id

@@ -15,15 +15,18 @@ WITH payload_limit AS (
 input AS (
     SELECT *
     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::jsonb[],
-                $6::integer[], $7::timestamptz[], $8::bigint[], $9::text[])
+                $6::integer[], $7::timestamptz[], $8::bigint[], $9::text[],
+                $10::text[], $11::text[])
         WITH ORDINALITY AS t(job_id, queue, job_type, priority, payload,
-                             max_attempts, run_at, delay_ms, dedup_key, ord)
+                             max_attempts, run_at, delay_ms, dedup_key,
+                             traceparent, tracestate, ord)
 ),
 inserted AS (
-    INSERT INTO jobs (job_id, queue, job_type, priority, payload, max_attempts, run_after, dedup_key)
+    INSERT INTO jobs (job_id, queue, job_type, priority, payload, max_attempts, run_after, dedup_key,
+                      traceparent, tracestate)
     SELECT i.job_id, i.queue, i.job_type, i.priority, i.payload, i.max_attempts,
            coalesce(i.run_at, now() + coalesce(i.delay_ms, 0) * interval '1 millisecond'),
-           i.dedup_key
+           i.dedup_key, i.traceparent, i.tracestate
     FROM input i
     CROSS JOIN payload_limit l
     WHERE CASE WHEN octet_length(i.payload::text) > l.max_bytes

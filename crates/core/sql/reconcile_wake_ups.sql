@@ -23,11 +23,12 @@ touched AS (
     SET updated_at = now()
     FROM stale
     WHERE j.job_id = stale.job_id
-    RETURNING j.job_id, j.queue, j.job_type, j.lease_generation
+    RETURNING j.job_id, j.queue, j.job_type, j.lease_generation, j.traceparent, j.tracestate
 )
 INSERT INTO job_outbox (topic, message_key, payload, headers, available_at)
 SELECT q.topic, t.job_id::text, w.payload, w.headers, now()
 FROM touched t
 JOIN job_queues q ON q.queue = t.queue AND q.dispatch = 'broker'
-CROSS JOIN LATERAL jobwire_wake_up(t.job_id, t.lease_generation, t.queue, t.job_type, 'reconcile') w
+CROSS JOIN LATERAL jobwire_wake_up(t.job_id, t.lease_generation, t.queue, t.job_type, 'reconcile',
+                                   t.traceparent, t.tracestate) w
 RETURNING (payload->>'job_id')::uuid

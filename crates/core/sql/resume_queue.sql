@@ -14,7 +14,8 @@ woken AS (
     SELECT r.topic, j.job_id::text, w.payload, w.headers, now()
     FROM resumed r
     JOIN jobs j ON j.queue = r.queue
-    CROSS JOIN LATERAL jobwire_wake_up(j.job_id, j.lease_generation, j.queue, j.job_type, 'resume') w
+    CROSS JOIN LATERAL jobwire_wake_up(j.job_id, j.lease_generation, j.queue, j.job_type, 'resume',
+                                     j.traceparent, j.tracestate) w
     WHERE r.dispatch = 'broker'
       AND j.state IN ('QUEUED', 'RETRY_WAIT')
       AND j.run_after <= now()

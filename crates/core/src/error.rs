@@ -167,12 +167,14 @@ impl From<sqlx::Error> for Error {
 /// The typed error for a verdict the schema raised on an enqueue: JW400 names
 /// the field in its DETAIL, JW413 gives "<size> <limit>".
 fn enqueue_verdict(code: &str, detail: &str, message: &str) -> Option<Error> {
-    const FIELDS: [&str; 6] = [
+    const FIELDS: [&str; 8] = [
         "job_type",
         "queue",
         "priority",
         "max_attempts",
         "dedup_key",
+        "traceparent",
+        "tracestate",
         "payload",
     ];
     match code {

@@ -19,6 +19,7 @@ mod model;
 pub mod schedule;
 mod schema;
 pub mod store;
+mod trace_context;
 
 pub use backoff::Backoff;
 pub use error::Error;
@@ -41,6 +42,7 @@ pub use store::{
     set_max_payload_bytes, set_queue_dispatch, set_queue_paused, set_schedule_paused,
     sweep_expired_leases, trim_side_table,
 };
+pub use trace_context::{MAX_TRACESTATE_BYTES, TraceContext};
 
 /// Result alias for this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

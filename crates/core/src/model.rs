@@ -177,6 +177,9 @@ pub struct NewJob {
     /// Idempotency key: a second enqueue with the same (job_type, key) returns
     /// the first job with `duplicate = true` while that job is in the hot table.
     pub dedup_key: Option<String>,
+    /// The span it was enqueued in. `None`: the enqueue records the current
+    /// `tracing` span's, if it belongs to an OpenTelemetry trace.
+    pub trace_context: Option<crate::TraceContext>,
 }
 
 impl NewJob {
@@ -196,6 +199,7 @@ impl NewJob {
             run_at: None,
             delay: None,
             dedup_key: None,
+            trace_context: None,
         }
     }
 
@@ -232,6 +236,13 @@ impl NewJob {
     /// Make the enqueue idempotent under `key`.
     pub fn with_dedup_key(mut self, key: impl Into<String>) -> Self {
         self.dedup_key = Some(key.into());
+        self
+    }
+
+    /// Record this trace context (e.g. an incoming request's `traceparent`)
+    /// instead of the current span's.
+    pub fn with_trace_context(mut self, context: crate::TraceContext) -> Self {
+        self.trace_context = Some(context);
         self
     }
 }
@@ -272,6 +283,8 @@ pub struct ClaimedJob {
     pub created_at: DateTime<Utc>,
     /// When it became due.
     pub run_after: DateTime<Utc>,
+    /// The span it was enqueued in, which each attempt's span links to.
+    pub trace_context: Option<crate::TraceContext>,
 }
 
 impl ClaimedJob {

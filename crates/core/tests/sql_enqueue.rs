@@ -16,7 +16,12 @@ struct Input {
     priority: i32,
     max_attempts: i32,
     dedup_key: Option<String>,
+    traceparent: Option<&'static str>,
+    tracestate: Option<String>,
 }
+
+/// The W3C specification's example.
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 fn input(job_type: &'static str) -> Input {
     Input {
@@ -26,6 +31,8 @@ fn input(job_type: &'static str) -> Input {
         priority: 0,
         max_attempts: 25,
         dedup_key: None,
+        traceparent: None,
+        tracestate: None,
     }
 }
 
@@ -42,6 +49,12 @@ async fn through_rust(pool: &PgPool, input: &Input) -> Result<Uuid, String> {
     if let Some(key) = &input.dedup_key {
         job = job.with_dedup_key(key.clone());
     }
+    if let Some(traceparent) = input.traceparent {
+        job = job.with_trace_context(jobwire_core::TraceContext {
+            traceparent: traceparent.to_owned(),
+            tracestate: input.tracestate.clone(),
+        });
+    }
     match jobwire_core::enqueue(pool, &job).await {
         Ok(enqueued) => Ok(enqueued.job_id),
         Err(Error::InvalidJob { field, .. }) => Err(field.to_owned()),
@@ -52,7 +65,8 @@ async fn through_rust(pool: &PgPool, input: &Input) -> Result<Uuid, String> {
 async fn through_sql(pool: &PgPool, input: &Input) -> Result<Uuid, String> {
     let result: Result<(Uuid, bool), sqlx::Error> = sqlx::query_as(
         "SELECT job_id, duplicate FROM jobwire_enqueue($1, payload => $2, queue => $3,
-                priority => $4, max_attempts => $5, dedup_key => $6)",
+                priority => $4, max_attempts => $5, dedup_key => $6,
+                traceparent => $7, tracestate => $8)",
     )
     .bind(input.job_type)
     .bind(&input.payload)
@@ -60,6 +74,8 @@ async fn through_sql(pool: &PgPool, input: &Input) -> Result<Uuid, String> {
     .bind(input.priority)
     .bind(input.max_attempts)
     .bind(&input.dedup_key)
+    .bind(input.traceparent)
+    .bind(&input.tracestate)
     .fetch_one(pool)
     .await;
     match result.map_err(Error::from) {
@@ -67,6 +83,38 @@ async fn through_sql(pool: &PgPool, input: &Input) -> Result<Uuid, String> {
         Err(Error::InvalidJob { field, .. }) => Err(field.to_owned()),
         Err(other) => Err(other.code().to_owned()),
     }
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn the_trace_context_is_stored_and_a_tracestate_needs_a_traceparent(pool: PgPool) {
+    let (job_id, _): (Uuid, bool) = sqlx::query_as(
+        "SELECT * FROM jobwire_enqueue('send_email', traceparent => $1, tracestate => 'v=1')",
+    )
+    .bind(TRACEPARENT)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let stored: (Option<String>, Option<String>) =
+        sqlx::query_as("SELECT traceparent, tracestate FROM jobs WHERE job_id = $1")
+            .bind(job_id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(stored, (Some(TRACEPARENT.into()), Some("v=1".into())));
+    let alone = sqlx::query("SELECT * FROM jobwire_enqueue('send_email', tracestate => 'v=1')")
+        .execute(&pool)
+        .await
+        .map_err(Error::from);
+    assert!(
+        matches!(
+            alone,
+            Err(Error::InvalidJob {
+                field: "tracestate",
+                ..
+            })
+        ),
+        "{alone:?}"
+    );
 }
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
@@ -205,6 +253,64 @@ async fn rust_and_sql_apply_the_same_rules(pool: PgPool) {
                 ..input("a")
             },
             Some("PAYLOAD_TOO_LARGE"),
+        ),
+        (
+            "a trace context",
+            Input {
+                traceparent: Some(TRACEPARENT),
+                tracestate: Some("vendor=abc".into()),
+                ..input("a")
+            },
+            None,
+        ),
+        (
+            "traceparent in upper case",
+            Input {
+                traceparent: Some("00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01"),
+                ..input("a")
+            },
+            Some("traceparent"),
+        ),
+        (
+            "traceparent with a zero trace id",
+            Input {
+                traceparent: Some("00-00000000000000000000000000000000-00f067aa0ba902b7-01"),
+                ..input("a")
+            },
+            Some("traceparent"),
+        ),
+        (
+            "traceparent with a zero span id",
+            Input {
+                traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01"),
+                ..input("a")
+            },
+            Some("traceparent"),
+        ),
+        (
+            "traceparent of version ff",
+            Input {
+                traceparent: Some("ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+                ..input("a")
+            },
+            Some("traceparent"),
+        ),
+        (
+            "traceparent not one",
+            Input {
+                traceparent: Some("<script>"),
+                ..input("a")
+            },
+            Some("traceparent"),
+        ),
+        (
+            "tracestate over 512 bytes",
+            Input {
+                traceparent: Some(TRACEPARENT),
+                tracestate: Some(format!("v={}", "x".repeat(511))),
+                ..input("a")
+            },
+            Some("tracestate"),
         ),
         (
             "null payload is JSON null",

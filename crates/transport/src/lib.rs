@@ -35,8 +35,11 @@ pub type Headers = BTreeMap<String, String>;
 pub mod header {
     /// MIME type of the payload (`application/json` for outbox rows).
     pub const CONTENT_TYPE: &str = "content-type";
-    /// W3C trace context, carried through when the outbox row has one.
+    /// W3C trace context, carried through when the outbox row has one (a
+    /// job's wake-ups carry the span the job was enqueued in).
     pub const TRACEPARENT: &str = "traceparent";
+    /// W3C vendor trace state, beside a traceparent.
+    pub const TRACESTATE: &str = "tracestate";
     /// The `job_outbox.id` the message was relayed from.
     pub const OUTBOX_ID: &str = "jobwire-outbox-id";
     /// For job wake-ups: the job to claim.

@@ -42,6 +42,8 @@ struct EnqueueColumns {
     run_ats: Vec<Option<DateTime<Utc>>>,
     delays_ms: Vec<Option<i64>>,
     dedup_keys: Vec<Option<String>>,
+    traceparents: Vec<Option<String>>,
+    tracestates: Vec<Option<String>>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -103,6 +105,11 @@ impl Enqueuer {
                 reason: format!("must be 1 to {MAX_DEDUP_KEY_LEN} bytes"),
             });
         }
+        if let Some(context) = &job.trace_context {
+            context
+                .validate()
+                .map_err(|(field, reason)| Error::InvalidJob { field, reason })?;
+        }
         Ok(())
     }
 
@@ -158,6 +165,9 @@ impl Enqueuer {
         // whose key a concurrent transaction committed mid-statement remain.
         let mut pending: Vec<usize> = (0..jobs.len()).collect();
         let mut job_ids: Vec<Uuid> = jobs.iter().map(|_| Uuid::now_v7()).collect();
+        // A job without a trace context of its own records the span this
+        // enqueue runs in (when there is an OpenTelemetry trace).
+        let current_trace = crate::TraceContext::current();
         for _ in 0..DEDUP_RESOLVE_ROUNDS {
             let mut columns = EnqueueColumns::default();
             for &index in &pending {
@@ -173,6 +183,13 @@ impl Enqueuer {
                     .delays_ms
                     .push(job.delay.map(|delay| delay.num_milliseconds()));
                 columns.dedup_keys.push(job.dedup_key.clone());
+                let trace = job.trace_context.as_ref().or(current_trace.as_ref());
+                columns
+                    .traceparents
+                    .push(trace.map(|trace| trace.traceparent.clone()));
+                columns
+                    .tracestates
+                    .push(trace.and_then(|trace| trace.tracestate.clone()));
             }
             let rows: Vec<EnqueueRow> = sqlx::query_as(include_str!("../../sql/enqueue_many.sql"))
                 .bind(&columns.job_ids)
@@ -184,6 +201,8 @@ impl Enqueuer {
                 .bind(&columns.run_ats)
                 .bind(&columns.delays_ms)
                 .bind(&columns.dedup_keys)
+                .bind(&columns.traceparents)
+                .bind(&columns.tracestates)
                 .fetch_all(&mut *conn)
                 .await?;
             let mut unresolved = Vec::new();

@@ -28,6 +28,8 @@ struct ClaimedRow {
     lease_expires_at: Option<DateTime<Utc>>,
     lease_generation: LeaseGeneration,
     created_at: DateTime<Utc>,
+    traceparent: Option<String>,
+    tracestate: Option<String>,
 }
 
 impl ClaimedRow {
@@ -48,6 +50,11 @@ impl ClaimedRow {
                 .ok_or_else(|| missing("a lease expiry"))?,
             created_at: self.created_at,
             run_after: self.run_after,
+            // The table's CHECK keeps a stored traceparent well formed.
+            trace_context: self.traceparent.map(|traceparent| crate::TraceContext {
+                traceparent,
+                tracestate: self.tracestate,
+            }),
         })
     }
 }
@@ -127,6 +134,8 @@ struct ClaimByIdRow {
     lease_expires_at: Option<DateTime<Utc>>,
     lease_generation: Option<LeaseGeneration>,
     created_at: Option<DateTime<Utc>>,
+    traceparent: Option<String>,
+    tracestate: Option<String>,
 }
 
 fn missing(column: &str) -> Error {
@@ -174,6 +183,8 @@ pub async fn claim_by_ids<'c, E: PgExecutor<'c>>(
                         .lease_generation
                         .ok_or_else(|| missing("lease_generation"))?,
                     created_at: row.created_at.ok_or_else(|| missing("created_at"))?,
+                    traceparent: row.traceparent,
+                    tracestate: row.tracestate,
                 }
                 .into_claimed()?,
             );
