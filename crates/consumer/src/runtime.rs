@@ -189,8 +189,13 @@ impl JobRuntime {
     /// until the handler is done, which is how callers bound concurrency.
     pub fn spawn(&self, job: ClaimedJob, slot: Option<OwnedSemaphorePermit>) {
         let inner = self.inner.clone();
+        // One span per attempt, linked to the span the job was enqueued in.
         let span = tracing::info_span!("job", job_id = %job.lease.job_id,
-            generation = %job.lease.generation, attempt = job.attempt, job_type = %job.job_type);
+            generation = %job.lease.generation, attempt = job.attempt, job_type = %job.job_type,
+            queue = %job.queue);
+        if let Some(trace) = &job.trace_context {
+            trace.link(&span);
+        }
         self.inner.jobs.spawn(
             async move {
                 inner.run_job(job).await;

@@ -316,9 +316,19 @@ async fn published_messages_carry_the_rows_headers_and_job_wake_ups(pool: PgPool
     )
     .await
     .unwrap();
-    let job = jobwire_core::enqueue(&pool, &NewJob::new("export", json!({})).with_queue("bulk"))
-        .await
-        .unwrap();
+    let traced = jobwire_core::TraceContext::parse(
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        Some("vendor=1"),
+    )
+    .unwrap();
+    let job = jobwire_core::enqueue(
+        &pool,
+        &NewJob::new("export", json!({}))
+            .with_queue("bulk")
+            .with_trace_context(traced.clone()),
+    )
+    .await
+    .unwrap();
 
     let config = RelayConfig {
         topics: jobwire_relay::TopicMap {
@@ -356,6 +366,9 @@ async fn published_messages_carry_the_rows_headers_and_job_wake_ups(pool: PgPool
     assert_eq!(wake_up[0].headers[header::JOB_ID], job.job_id.to_string());
     assert_eq!(wake_up[0].headers[header::GENERATION], "0");
     assert_eq!(wake_up[0].headers[header::KIND], "wake-up");
+    // The job's trace context travels with its wake-ups.
+    assert_eq!(wake_up[0].headers[header::TRACEPARENT], traced.traceparent);
+    assert_eq!(wake_up[0].headers[header::TRACESTATE], "vendor=1");
 }
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]

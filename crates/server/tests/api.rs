@@ -588,3 +588,26 @@ async fn schedules_over_http(pool: PgPool) {
     let (status, body) = parts(delete().await.unwrap()).await;
     assert_eq!((status, error_code(&body)), (404, "SCHEDULE_NOT_FOUND"));
 }
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn an_enqueue_records_the_callers_trace_context(pool: PgPool) {
+    let api = Api::start(pool.clone()).await;
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let response = api
+        .post("/jobs", &api.write)
+        .header("traceparent", traceparent)
+        .header("tracestate", "vendor=1")
+        .json(&json!({"type": "send_email"}))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = parts(response).await;
+    assert_eq!(status, 201, "{body}");
+    let stored: (Option<String>, Option<String>) =
+        sqlx::query_as("SELECT traceparent, tracestate FROM jobs WHERE job_id = $1")
+            .bind(job_id(&body))
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(stored, (Some(traceparent.into()), Some("vendor=1".into())));
+}

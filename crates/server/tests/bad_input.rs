@@ -28,6 +28,8 @@ struct Case {
     code: &'static str,
     /// The field the error must name, for INVALID_FIELD.
     field: Option<&'static str>,
+    /// Other request headers.
+    headers: Vec<(&'static str, &'static str)>,
 }
 
 fn case(name: &'static str, status: u16, code: &'static str) -> Case {
@@ -42,6 +44,7 @@ fn case(name: &'static str, status: u16, code: &'static str) -> Case {
         status,
         code,
         field: None,
+        headers: Vec::new(),
     }
 }
 
@@ -73,6 +76,10 @@ impl Case {
     }
     fn content_type(mut self, content_type: Option<&'static str>) -> Self {
         self.content_type = content_type;
+        self
+    }
+    fn header(mut self, name: &'static str, value: &'static str) -> Self {
+        self.headers.push((name, value));
         self
     }
 }
@@ -233,6 +240,19 @@ async fn bad_input_gets_a_4xx_naming_the_problem_and_writes_nothing(pool: PgPool
         invalid("retry with an empty type", "type", json!({"type": ""}))
             .at("POST", "/dead-letter/retry")
             .token(Token::Admin),
+        // Trace context headers.
+        case("traceparent not one", 400, "INVALID_FIELD")
+            .header("traceparent", "<script>alert(1)</script>")
+            .field("traceparent"),
+        case("traceparent in upper case", 400, "INVALID_FIELD")
+            .header(
+                "traceparent",
+                "00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01",
+            )
+            .field("traceparent"),
+        case("tracestate alone", 400, "INVALID_FIELD")
+            .header("tracestate", "vendor=1")
+            .field("tracestate"),
         // Routes and methods.
         case("wrong method", 405, "METHOD_NOT_ALLOWED").at("DELETE", "/jobs"),
         case("no such route", 404, "ROUTE_NOT_FOUND")
@@ -249,6 +269,9 @@ async fn bad_input_gets_a_4xx_naming_the_problem_and_writes_nothing(pool: PgPool
             .body(case.body.clone());
         if let Some(content_type) = case.content_type {
             request = request.header("content-type", content_type);
+        }
+        for (name, value) in &case.headers {
+            request = request.header(*name, *value);
         }
         request = match (&case.authorization, case.token) {
             (Some(value), _) => request.header("authorization", value),

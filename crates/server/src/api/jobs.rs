@@ -6,7 +6,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
-use jobwire_core::{Enqueuer, JobFilter, JobState, JobStatus, NewJob, RequestCancelOutcome};
+use jobwire_core::{
+    Enqueuer, JobFilter, JobState, JobStatus, NewJob, RequestCancelOutcome, TraceContext,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
@@ -153,6 +155,32 @@ pub(crate) fn new_job(
     job
 }
 
+/// The caller's W3C trace context, from its `traceparent` and `tracestate`
+/// headers; a malformed one is a 400 naming the header.
+fn trace_context(headers: &HeaderMap) -> Result<Option<TraceContext>, ApiError> {
+    let text = |name: &'static str| -> Result<Option<&str>, ApiError> {
+        headers
+            .get(name)
+            .map(|value| {
+                value
+                    .to_str()
+                    .map_err(|_| ApiError::invalid_field(name, "not visible ASCII"))
+            })
+            .transpose()
+    };
+    let state = text("tracestate")?.filter(|state| !state.is_empty());
+    match text("traceparent")? {
+        Some(parent) => TraceContext::parse(parent, state)
+            .map(Some)
+            .map_err(|(field, reason)| ApiError::invalid_field(field, reason)),
+        None if state.is_some() => Err(ApiError::invalid_field(
+            "tracestate",
+            "only with a traceparent",
+        )),
+        None => Ok(None),
+    }
+}
+
 /// Parse an RFC 3339 time that carries its offset.
 pub(crate) fn parse_time(field: &str, value: &str) -> Result<DateTime<Utc>, ApiError> {
     DateTime::parse_from_rfc3339(value)
@@ -174,6 +202,10 @@ pub(crate) fn parse_time(field: &str, value: &str) -> Result<DateTime<Utc>, ApiE
     path = "/jobs",
     tag = "jobs",
     request_body = EnqueueRequest,
+    params(
+        ("traceparent" = Option<String>, Header, description = "W3C trace context of the caller's span: each attempt's span links to it"),
+        ("tracestate" = Option<String>, Header, description = "W3C vendor trace state, with a traceparent (at most 512 bytes)"),
+    ),
     responses(
         (status = 201, description = "Enqueued", body = EnqueueResponse,
          headers(("Location" = String, description = "/jobs/{jobId}"))),
@@ -188,6 +220,7 @@ pub(crate) fn parse_time(field: &str, value: &str) -> Result<DateTime<Utc>, ApiE
 pub(crate) async fn enqueue_job(
     Writer(_token): Writer,
     State(state): State<ApiState>,
+    request_headers: HeaderMap,
     JsonBody(request): JsonBody<EnqueueRequest>,
 ) -> Result<Response, ApiError> {
     let mut job = new_job(
@@ -202,6 +235,9 @@ pub(crate) async fn enqueue_job(
     }
     if let Some(key) = request.idempotency_key {
         job = job.with_dedup_key(key);
+    }
+    if let Some(trace) = trace_context(&request_headers)? {
+        job = job.with_trace_context(trace);
     }
     let enqueued = Enqueuer.enqueue(&state.pool, &job).await?;
     let view = JobView::from(jobwire_core::job_status(&state.pool, enqueued.job_id).await?);
