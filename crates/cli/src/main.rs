@@ -1,7 +1,5 @@
 //! `jobwire`: operate a jobwire database from the command line.
 
-use std::io::IsTerminal;
-
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use cmd::bench::BenchArgs;
@@ -24,6 +22,7 @@ mod demo;
 mod faults;
 mod metrics;
 mod shutdown;
+mod telemetry;
 
 /// The local PostgreSQL every machine of ours runs; `jobwire demo` creates
 /// the database if it is missing.
@@ -119,16 +118,13 @@ async fn main() -> Result<()> {
         | Command::Faults(_) => "info",
         _ => "warn",
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
-        )
-        .with_writer(std::io::stderr)
-        // Colours only for a person at a terminal, not in log files.
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+    let telemetry = telemetry::init(default_filter)?;
+    let result = dispatch(cli).await;
+    telemetry.shutdown();
+    result
+}
 
+async fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Demo(args) => demo::run(&cli.database_url, args).await,
         Command::Faults(args) => faults::run(&cli.database_url, args).await,
