@@ -111,6 +111,7 @@ async fn attempts_link_to_the_enqueuing_span(pool: PgPool, path: Path) {
     // The request a service handles: the job is enqueued inside its span.
     let request = tracing::info_span!("handle_request");
     let trace_id: TraceId = request.context().span().span_context().trace_id();
+    let request_span_id = request.context().span().span_context().span_id();
     assert_ne!(
         trace_id,
         TraceId::INVALID,
@@ -160,7 +161,8 @@ async fn attempts_link_to_the_enqueuing_span(pool: PgPool, path: Path) {
             attempt
                 .links
                 .iter()
-                .any(|link| link.span_context.trace_id() == trace_id),
+                .any(|link| link.span_context.trace_id() == trace_id
+                    && link.span_context.span_id() == request_span_id),
             "{path:?}: attempt span not linked to the enqueuing trace: {attempt:#?}"
         );
         let job_attribute = attempt
@@ -195,6 +197,52 @@ async fn sqs_attempts_link_to_the_enqueue(pool: PgPool) {
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn kafka_attempts_link_to_the_enqueue(pool: PgPool) {
     attempts_link_to_the_enqueuing_span(pool, Path::Kafka).await;
+}
+
+/// Tracing never makes an enqueue fail: an upstream tracestate longer than
+/// the table keeps is dropped, the traceparent recorded.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_long_upstream_tracestate_is_dropped_not_the_enqueue(pool: PgPool) {
+    use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceState};
+    let provider = SdkTracerProvider::builder().build();
+    let subscriber = tracing_subscriber::registry()
+        .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("jobwire-test")));
+    let _guard = tracing::subscriber::set_default(subscriber);
+    // Values are at most 256 characters each: three vendors, 600+ bytes.
+    let value = "x".repeat(200);
+    let long_state = TraceState::from_key_value([
+        ("a", value.as_str()),
+        ("b", value.as_str()),
+        ("c", value.as_str()),
+    ])
+    .unwrap();
+    let upstream = SpanContext::new(
+        TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap(),
+        SpanId::from_hex("00f067aa0ba902b7").unwrap(),
+        TraceFlags::SAMPLED,
+        true,
+        long_state,
+    );
+    let request = tracing::info_span!("handle_request");
+    let _ = request.set_parent(opentelemetry::Context::new().with_remote_span_context(upstream));
+    let job = jobwire_core::enqueue(&pool, &NewJob::new("noop", json!({})))
+        .instrument(request)
+        .await
+        .expect("the enqueue succeeds whatever the tracestate");
+    let stored: (Option<String>, Option<String>) =
+        sqlx::query_as("SELECT traceparent, tracestate FROM jobs WHERE job_id = $1")
+            .bind(job.job_id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert!(
+        stored
+            .0
+            .as_deref()
+            .is_some_and(|p| p.contains("4bf92f3577b34da6a3ce929d0e0e4736")),
+        "{stored:?}"
+    );
+    assert_eq!(stored.1, None, "the oversized tracestate is dropped");
 }
 
 /// Without an OpenTelemetry layer nothing is recorded: no trace context,

@@ -12,6 +12,8 @@ use opentelemetry::trace::TracerProvider as _;
 #[cfg(feature = "otlp")]
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
@@ -41,12 +43,15 @@ pub(crate) fn init(default_filter: &str) -> Result<Telemetry> {
         // Colours only for a person at a terminal, not in log files.
         .with_ansi(std::io::stderr().is_terminal());
     let traces = otlp_provider()?;
-    let otel = traces
-        .as_ref()
-        .map(|provider| tracing_opentelemetry::layer().with_tracer(provider.tracer("jobwire")));
+    // Each layer filters for itself: RUST_LOG=warn quiets the logs, not the
+    // spans (an attempt's span is at info level).
+    let otel = traces.as_ref().map(|provider| {
+        tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer("jobwire"))
+            .with_filter(LevelFilter::INFO)
+    });
     tracing_subscriber::registry()
-        .with(filter)
-        .with(logs)
+        .with(logs.with_filter(filter))
         .with(otel)
         .init();
     Ok(Telemetry { traces })

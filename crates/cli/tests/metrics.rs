@@ -588,11 +588,13 @@ async fn metrics_follow_jobs_through_both_paths_a_dead_worker_and_a_cut_broker()
         .await
         .unwrap();
 
-    // Without a token: refused.
-    let refused = reqwest::get(format!("http://127.0.0.1:{port_b}/metrics"))
-        .await
-        .unwrap();
-    assert_eq!(refused.status(), 401);
+    // Without a token: refused, with the API and alone.
+    for port in [port_a, port_b] {
+        let refused = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 401, "port {port}");
+    }
     pool.close().await;
     drop((_node_a, _node_b));
     db.drop_database().await;

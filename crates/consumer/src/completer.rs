@@ -29,6 +29,10 @@ pub(crate) struct AttemptMeta {
     pub(crate) claimed_at: DateTime<Utc>,
     /// When this worker took the claimed job, on its monotonic clock.
     pub(crate) claimed: Instant,
+    /// Whether a handler knew its type. A type no handler knows comes from
+    /// whoever enqueued it: its outcome is labelled `_unknown`, so that
+    /// made-up types cannot mint metric series without bound.
+    pub(crate) handled: bool,
 }
 
 impl AttemptMeta {
@@ -126,6 +130,11 @@ async fn write_batch(
 
 fn record(result: FinishResult, meta: &AttemptMeta, stats: &WorkerStats) {
     let job = &meta.job;
+    let job_type = if meta.handled {
+        job.job_type.as_str()
+    } else {
+        metrics::UNKNOWN_JOB_TYPE
+    };
     match result {
         FinishResult::Recorded {
             job_id,
@@ -145,10 +154,10 @@ fn record(result: FinishResult, meta: &AttemptMeta, stats: &WorkerStats) {
             };
             bump(counter);
             if let Some(outcome) = metrics::outcome_label(state) {
-                metrics::record_outcome(&job.queue, &job.job_type, outcome);
+                metrics::record_outcome(&job.queue, job_type, outcome);
             }
-            if state.is_terminal() {
-                metrics::record_end_to_end(&job.queue, &job.job_type, meta.since_enqueue());
+            if state.is_terminal() && meta.handled {
+                metrics::record_end_to_end(&job.queue, job_type, meta.since_enqueue());
             }
             if let Some(latency) = cancel_latency {
                 metrics::record_cancel_latency(&job.queue, latency);
@@ -157,7 +166,7 @@ fn record(result: FinishResult, meta: &AttemptMeta, stats: &WorkerStats) {
         }
         FinishResult::Fenced { job_id } => {
             bump(&stats.fenced);
-            metrics::record_outcome(&job.queue, &job.job_type, "fenced");
+            metrics::record_outcome(&job.queue, job_type, "fenced");
             tracing::warn!(%job_id, "outcome rejected: the lease had been lost (fenced)");
         }
     }

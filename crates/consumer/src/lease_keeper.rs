@@ -86,8 +86,13 @@ impl LeaseTable {
         }
     }
 
-    fn apply(&self, results: Vec<HeartbeatResult>, renewed_until: Instant) {
+    /// Apply a heartbeat's results; returns how many leases it renewed and
+    /// how many it found lost for the first time (an attempt already
+    /// cancelled is still renewed until its handler returns; it is not
+    /// counted again).
+    fn apply(&self, results: Vec<HeartbeatResult>, renewed_until: Instant) -> (u64, u64) {
         let mut active = self.lock();
+        let (mut renewed, mut lost) = (0, 0);
         for result in results {
             match result {
                 HeartbeatResult::Held {
@@ -95,6 +100,7 @@ impl LeaseTable {
                     cancel_requested,
                     ..
                 } => {
+                    renewed += 1;
                     if let Some(entry) = active.get_mut(&job_id) {
                         entry.renewed_until = renewed_until;
                         if cancel_requested {
@@ -103,13 +109,17 @@ impl LeaseTable {
                     }
                 }
                 HeartbeatResult::Fenced { job_id } => {
-                    if let Some(entry) = active.get(&job_id) {
+                    if let Some(entry) = active.get(&job_id)
+                        && !entry.cancel.is_cancelled()
+                    {
                         tracing::warn!(%job_id, generation = %entry.generation, "lease lost; cancelling the attempt");
                         cancel(entry, CancelReason::LeaseLost);
+                        lost += 1;
                     }
                 }
             }
         }
+        (renewed, lost)
     }
 
     /// Cancel attempts whose lease could not be renewed and will run out
@@ -156,12 +166,8 @@ pub(crate) async fn run_lease_keeper(
         match jobwire_core::heartbeat_many(&pool, &owner, &leases, lease).await {
             Ok(results) => {
                 bump(&stats.heartbeat_batches);
-                let fenced = results
-                    .iter()
-                    .filter(|result| matches!(result, HeartbeatResult::Fenced { .. }))
-                    .count() as u64;
-                metrics::record_renewals(results.len() as u64 - fenced, fenced);
-                table.apply(results, sent_at + lease);
+                let (renewed, lost) = table.apply(results, sent_at + lease);
+                metrics::record_renewals(renewed, lost);
             }
             Err(err) => {
                 bump(&stats.database_errors);

@@ -42,6 +42,10 @@ pub const REWAKES: &str = "jobwire_reconciler_rewakes_total";
 /// Schedule occurrences the scheduler enqueued.
 pub const SCHEDULE_OCCURRENCES: &str = "jobwire_schedule_occurrences_total";
 
+/// The `job_type` label of outcomes of jobs whose type no handler here
+/// knows (the type itself comes from whoever enqueued the job).
+pub const UNKNOWN_JOB_TYPE: &str = "_unknown";
+
 /// Describe every worker metric (HELP and unit) to the installed recorder.
 pub fn describe() {
     describe_counter!(

@@ -249,12 +249,14 @@ impl Inner {
         let claimed_at = job.lease_expires_at
             - chrono::Duration::from_std(self.config.lease).unwrap_or_default();
         let job = Arc::new(job);
-        let meta = AttemptMeta {
+        let mut meta = AttemptMeta {
             job: job.clone(),
             claimed_at,
             claimed: Instant::now(),
+            handled: true,
         };
         let Some(registered) = self.registry.get(&job.job_type).cloned() else {
+            meta.handled = false;
             bump(&self.stats.unknown_job_type);
             let message = format!(
                 "no handler for job type {:?} on worker {}; replay it once a worker that knows it runs",

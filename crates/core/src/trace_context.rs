@@ -75,12 +75,15 @@ impl TraceContext {
         }
         let mut carrier = HashMap::new();
         TraceContextPropagator::new().inject_context(&context, &mut carrier);
-        Some(TraceContext {
+        let current = TraceContext {
             traceparent: carrier.remove("traceparent")?,
+            // Vendor data beyond what the table keeps is dropped, not the
+            // enqueue: tracing must never make an enqueue fail.
             tracestate: carrier
                 .remove("tracestate")
-                .filter(|state| !state.is_empty()),
-        })
+                .filter(|state| !state.is_empty() && state.len() <= MAX_TRACESTATE_BYTES),
+        };
+        current.validate().is_ok().then_some(current)
     }
 
     /// The span it names, as a remote span context (to link to); `None`

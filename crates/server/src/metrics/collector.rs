@@ -72,6 +72,12 @@ impl DatabaseCollector {
     /// A collector for `pool`'s database; fails on a setting that cannot work.
     pub fn new(pool: PgPool, config: CollectorConfig) -> Result<Self, InvalidSetting> {
         config.validate()?;
+        // A collector that wins the election must have somewhere to put
+        // the gauges, or it would hold the lead while exporting nothing.
+        // (If the application installed a recorder of its own, they go there.)
+        if let Err(err) = super::Metrics::install() {
+            tracing::debug!(error = %err, "database gauges go to the application's recorder");
+        }
         Ok(DatabaseCollector { pool, config })
     }
 
@@ -82,19 +88,29 @@ impl DatabaseCollector {
         // are shared and would carry the lock to other work.
         let mut session: Option<PgConnection> = None;
         let mut leading = false;
+        // A tick that hangs (a database gone mid-query, a connect that never
+        // answers) is abandoned after a few intervals, and shutdown never
+        // waits on one.
+        let tick_limit = (self.config.interval * 3).max(Duration::from_secs(10));
         loop {
-            match self.tick(&mut session, &mut leading).await {
-                Ok(()) => {}
-                Err(err) => {
-                    if leading {
-                        tracing::warn!(error = %err, "collecting database metrics failed; giving up the lead");
-                    } else {
-                        tracing::debug!(error = %err, "metrics collector cannot reach the database");
-                    }
-                    // Closing the session releases the lock (if held).
-                    session = None;
-                    leading = false;
+            let ticked = tokio::select! {
+                ticked = tokio::time::timeout(tick_limit, self.tick(&mut session, &mut leading)) => ticked,
+                _ = shutdown.cancelled() => break,
+            };
+            let failure = match ticked {
+                Ok(Ok(())) => None,
+                Ok(Err(err)) => Some(err.to_string()),
+                Err(_) => Some(format!("no answer from the database within {tick_limit:?}")),
+            };
+            if let Some(error) = failure {
+                if leading {
+                    tracing::warn!(%error, "collecting database metrics failed; giving up the lead");
+                } else {
+                    tracing::debug!(%error, "metrics collector cannot reach the database");
                 }
+                // Closing the session releases the lock (if held).
+                session = None;
+                leading = false;
             }
             gauge!(COLLECTOR_LEADER).set(if leading { 1.0 } else { 0.0 });
             if sleep(self.config.interval, &shutdown).await.is_cancelled() {
