@@ -27,6 +27,7 @@ SET state = CASE
         ELSE j.run_after
     END,
     last_error_code = 'LEASE_EXPIRED',
+    lease_expired_at = j.lease_expires_at,
     last_error = format('lease of %s (generation %s) expired at %s without a heartbeat',
                         j.lease_owner, j.lease_generation, j.lease_expires_at),
     lease_owner = NULL,

@@ -488,6 +488,9 @@ pub struct JobStatus {
     pub schedule_name: Option<String>,
     /// That occurrence's nominal instant.
     pub scheduled_for: Option<DateTime<Utc>>,
+    /// When a lease on it last expired without a heartbeat (its worker died
+    /// or froze), as the sweeper found it.
+    pub lease_expired_at: Option<DateTime<Utc>>,
     /// True when read from `jobs_history`.
     pub archived: bool,
 }
@@ -521,6 +524,8 @@ pub struct JobFilter {
     pub job_type: Option<String>,
     /// Only jobs older than this one (the last id of the previous page).
     pub before: Option<Uuid>,
+    /// Only jobs whose id starts with these hex digits (dashes ignored).
+    pub id_prefix: Option<String>,
 }
 
 /// One queue as an operator sees it.

@@ -611,3 +611,109 @@ async fn an_enqueue_records_the_callers_trace_context(pool: PgPool) {
             .unwrap();
     assert_eq!(stored, (Some(traceparent.into()), Some("vendor=1".into())));
 }
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn one_job_is_replayed_found_by_id_prefix_and_shows_its_expired_lease(pool: PgPool) {
+    let api = Api::start(pool.clone()).await;
+    // A dead letter, replayed alone.
+    let failed = jobwire_core::enqueue(&pool, &NewJob::new("flaky", json!({})).with_queue("work"))
+        .await
+        .unwrap()
+        .job_id;
+    let claimed =
+        jobwire_core::claim_batch(&pool, "work", "w1", 1, std::time::Duration::from_secs(60))
+            .await
+            .unwrap();
+    jobwire_core::fail(&pool, "w1", claimed[0].lease, None, "BOOM", "it broke")
+        .await
+        .unwrap();
+    let (status, body) = parts(
+        api.post(&format!("/jobs/{failed}/replay"), &api.write)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["state"], "QUEUED", "{body}");
+    assert_eq!(
+        api.count(&format!(
+            "SELECT count(*) FROM job_audit WHERE job_id = '{failed}' AND actor = 'writer'"
+        ))
+        .await,
+        1,
+        "audited under the token's name"
+    );
+    // Again: it is not FAILED any more.
+    let (status, body) = parts(
+        api.post(&format!("/jobs/{failed}/replay"), &api.write)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, error_code(&body)), (409, "WRONG_STATE"), "{body}");
+    let unknown = Uuid::now_v7();
+    let (status, body) = parts(
+        api.post(&format!("/jobs/{unknown}/replay"), &api.write)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, error_code(&body)),
+        (404, "JOB_NOT_FOUND"),
+        "{body}"
+    );
+
+    // Found by a prefix of its id (with or without dashes), and only it.
+    let other = jobwire_core::enqueue(&pool, &NewJob::new("noop", json!({})))
+        .await
+        .unwrap()
+        .job_id;
+    let whole = failed.to_string();
+    let distinct = whole
+        .chars()
+        .zip(other.to_string().chars())
+        .position(|(a, b)| a != b)
+        .unwrap();
+    let prefix = &whole[..=distinct];
+    for asked in [prefix.to_owned(), prefix.replace('-', "")] {
+        let (status, body) = parts(
+            api.get(&format!("/jobs?idPrefix={asked}"), &api.read)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        let ids: Vec<&str> = body["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|job| job["jobId"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, vec![whole.as_str()], "prefix {asked}");
+    }
+
+    // A worker dies holding it: the sweep records when its lease expired.
+    let claimed =
+        jobwire_core::claim_batch(&pool, "work", "w2", 1, std::time::Duration::from_secs(60))
+            .await
+            .unwrap();
+    assert_eq!(claimed[0].lease.job_id, failed);
+    jobwire_test_support::expire_lease(&pool, failed)
+        .await
+        .unwrap();
+    jobwire_core::sweep_expired_leases(&pool, 10).await.unwrap();
+    let (_, body) = parts(
+        api.get(&format!("/jobs/{failed}"), &api.read)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(body["lastErrorCode"], "LEASE_EXPIRED", "{body}");
+    assert!(body["leaseExpiredAt"].is_string(), "{body}");
+}

@@ -240,6 +240,13 @@ async fn bad_input_gets_a_4xx_naming_the_problem_and_writes_nothing(pool: PgPool
         invalid("retry with an empty type", "type", json!({"type": ""}))
             .at("POST", "/dead-letter/retry")
             .token(Token::Admin),
+        case("bad id prefix", 400, "INVALID_FIELD")
+            .at("GET", "/jobs?idPrefix=01a2'--")
+            .token(Token::Read)
+            .field("idPrefix"),
+        case("read token replays", 403, "FORBIDDEN")
+            .at("POST", format!("/jobs/{}/replay", uuid::Uuid::now_v7()))
+            .token(Token::Read),
         // Trace context headers.
         case("traceparent not one", 400, "INVALID_FIELD")
             .header("traceparent", "<script>alert(1)</script>")

@@ -26,6 +26,11 @@ const ROUTES: &[(&str, &str, &str)] = &[
         "/jobs/{jobId}/cancel",
         "/jobs/0193a5b2-0000-7000-8000-000000000000/cancel",
     ),
+    (
+        "post",
+        "/jobs/{jobId}/replay",
+        "/jobs/0193a5b2-0000-7000-8000-000000000000/replay",
+    ),
     ("get", "/dead-letter", "/dead-letter"),
     ("post", "/dead-letter/retry", "/dead-letter/retry"),
     ("get", "/queues", "/queues"),

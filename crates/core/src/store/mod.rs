@@ -51,7 +51,7 @@ pub use tokens::{
     ApiToken, CreatedToken, Scope, authenticate_api_token, create_api_token, list_api_tokens,
     revoke_api_token,
 };
-pub use views::{list_jobs, queue_overview};
+pub use views::{id_prefix_range, list_jobs, queue_overview};
 
 /// The LISTEN/NOTIFY channel PostgreSQL-path workers listen on. The payload of
 /// each notification is the queue that has new claimable work.

@@ -89,6 +89,9 @@ pub(crate) struct JobView {
     schedule_name: Option<String>,
     /// That occurrence's nominal instant.
     scheduled_for: Option<DateTime<Utc>>,
+    /// When a lease on it last expired without a heartbeat (its worker died
+    /// or froze) and the sweeper returned it.
+    lease_expired_at: Option<DateTime<Utc>>,
     /// True once it has moved to history (finished and past retention).
     archived: bool,
     #[schema(value_type = Object)]
@@ -118,6 +121,7 @@ impl From<JobStatus> for JobView {
             idempotency_key: job.dedup_key,
             schedule_name: job.schedule_name,
             scheduled_for: job.scheduled_for,
+            lease_expired_at: job.lease_expired_at,
             archived: job.archived,
             payload: job.payload,
         }
@@ -295,6 +299,10 @@ pub(crate) struct ListJobsQuery {
     limit: Option<i64>,
     /// The `nextAfter` of the previous page: continue after that job.
     after: Option<Uuid>,
+    /// Only jobs whose id starts with these hex digits (dashes allowed).
+    #[serde(rename = "idPrefix")]
+    #[param(rename = "idPrefix")]
+    id_prefix: Option<String>,
 }
 
 /// One page of jobs, newest first.
@@ -310,7 +318,7 @@ pub(crate) struct JobPage {
 const DEFAULT_PAGE: i64 = 50;
 const MAX_PAGE: i64 = 500;
 
-/// List jobs, newest first, filtered by state, queue and type. Pages are
+/// List jobs, newest first, filtered by state, queue, type and id prefix. Pages are
 /// keyset pages: pass the previous page's `nextAfter` as `after`.
 #[utoipa::path(
     get,
@@ -342,11 +350,20 @@ pub(crate) async fn list_jobs(
         .map(str::parse::<JobState>)
         .transpose()
         .map_err(|err| ApiError::invalid_field("state", err))?;
+    if let Some(prefix) = &query.id_prefix
+        && jobwire_core::store::id_prefix_range(prefix).is_none()
+    {
+        return Err(ApiError::invalid_field(
+            "idPrefix",
+            "hex digits of a job id (dashes allowed), at most 32",
+        ));
+    }
     let filter = JobFilter {
         state: job_state,
         queue: query.queue,
         job_type: query.job_type,
         before: query.after,
+        id_prefix: query.id_prefix,
     };
     let jobs = jobwire_core::list_jobs(&state.pool, &filter, limit).await?;
     let next_after = (jobs.len() as i64 == limit)
@@ -356,6 +373,38 @@ pub(crate) async fn list_jobs(
         jobs: jobs.into_iter().map(JobView::from).collect(),
         next_after,
     }))
+}
+
+/// Replay one FAILED job (a dead letter): QUEUED again with a fresh attempt
+/// budget, due now, recorded in `job_audit` with the token's name.
+#[utoipa::path(
+    post,
+    path = "/jobs/{jobId}/replay",
+    tag = "jobs",
+    params(("jobId" = Uuid, Path, description = "The job's id")),
+    responses(
+        (status = 200, description = "Replayed: the job, QUEUED", body = JobView),
+        (status = 400, description = "Not a UUID", body = ErrorEnvelope),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
+        (status = 404, description = "JOB_NOT_FOUND", body = ErrorEnvelope),
+        (status = 409, description = "WRONG_STATE: only FAILED jobs are replayed", body = ErrorEnvelope),
+    ),
+    security(("bearer" = ["write"]))
+)]
+pub(crate) async fn replay_job(
+    Writer(token): Writer,
+    State(state): State<ApiState>,
+    JobIdPath(job_id): JobIdPath,
+) -> Result<Json<JobView>, ApiError> {
+    jobwire_core::replay_dead_job(
+        &state.pool,
+        job_id,
+        &token.name,
+        "replayed over the HTTP API",
+    )
+    .await?;
+    let job = jobwire_core::job_status(&state.pool, job_id).await?;
+    Ok(Json(JobView::from(job)))
 }
 
 /// The answer to a cancel that took effect.

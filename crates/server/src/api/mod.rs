@@ -83,6 +83,7 @@ fn routes() -> (axum::Router<ApiState>, OpenApiDocument) {
         .routes(routes!(jobs::enqueue_job, jobs::list_jobs))
         .routes(routes!(jobs::get_job))
         .routes(routes!(jobs::cancel_job))
+        .routes(routes!(jobs::replay_job))
         .routes(routes!(dead_letter::dead_letter_groups))
         .routes(routes!(dead_letter::retry_dead_letters))
         .routes(routes!(queues::list_queues))
