@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use jobwire_core::store;
+use jobwire_core::{QueueOverview, store};
 use jobwire_loop::{InvalidSetting, sleep};
 use metrics::gauge;
 use sqlx::{Connection, PgConnection, PgPool};
@@ -168,12 +168,65 @@ const STATES: [&str; 7] = [
     "CANCELLED",
 ];
 
+/// The most queues exported one by one. Queue names come from whoever
+/// enqueues, so beyond this the quietest ones are summed under `_other`:
+/// a producer inventing names cannot mint series without bound.
+const MAX_QUEUES: usize = 100;
+
+/// `queues`, the busiest [`MAX_QUEUES`] as they are and the rest folded into
+/// one `_other` row (depths summed, the oldest age kept, paused if any is).
+fn bounded_queues(mut queues: Vec<QueueOverview>) -> Vec<QueueOverview> {
+    if queues.len() <= MAX_QUEUES {
+        return queues;
+    }
+    let pending = |q: &QueueOverview| q.queued + q.running + q.retry_wait + q.cancel_requested;
+    queues.sort_by(|a, b| {
+        pending(b)
+            .cmp(&pending(a))
+            .then_with(|| a.queue.cmp(&b.queue))
+    });
+    let rest = queues.split_off(MAX_QUEUES);
+    let mut other = QueueOverview {
+        queue: "_other".into(),
+        dispatch: "mixed".into(),
+        topic: None,
+        paused: false,
+        queued: 0,
+        running: 0,
+        retry_wait: 0,
+        cancel_requested: 0,
+        succeeded: 0,
+        failed: 0,
+        cancelled: 0,
+        lease_expired: 0,
+        oldest_runnable_age_s: None,
+    };
+    for queue in rest {
+        other.paused |= queue.paused;
+        other.queued += queue.queued;
+        other.running += queue.running;
+        other.retry_wait += queue.retry_wait;
+        other.cancel_requested += queue.cancel_requested;
+        other.succeeded += queue.succeeded;
+        other.failed += queue.failed;
+        other.cancelled += queue.cancelled;
+        other.lease_expired += queue.lease_expired;
+        other.oldest_runnable_age_s =
+            match (other.oldest_runnable_age_s, queue.oldest_runnable_age_s) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+    }
+    queues.push(other);
+    queues
+}
+
 /// Read every gauge's source and set the gauges.
 async fn collect(
     connection: &mut PgConnection,
     failed_groups: i64,
 ) -> Result<(), jobwire_core::Error> {
-    for queue in jobwire_core::queue_overview(&mut *connection).await? {
+    for queue in bounded_queues(jobwire_core::queue_overview(&mut *connection).await?) {
         let depths = [
             queue.queued,
             queue.running,
@@ -217,4 +270,46 @@ async fn collect(
         gauge!(SCHEDULE_DELAY, "schedule" => schedule.name).set(schedule.delay_s);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue(name: String, queued: i64, age: Option<f64>) -> QueueOverview {
+        QueueOverview {
+            queue: name,
+            dispatch: "postgres".into(),
+            topic: None,
+            paused: false,
+            queued,
+            running: 0,
+            retry_wait: 0,
+            cancel_requested: 0,
+            succeeded: 1,
+            failed: 0,
+            cancelled: 0,
+            lease_expired: 0,
+            oldest_runnable_age_s: age,
+        }
+    }
+
+    #[test]
+    fn queues_beyond_the_cap_are_summed_under_other() {
+        let few: Vec<_> = (0..3).map(|i| queue(format!("q{i}"), i, None)).collect();
+        assert_eq!(bounded_queues(few.clone()), few);
+
+        let many: Vec<_> = (0..MAX_QUEUES as i64 + 5)
+            .map(|i| queue(format!("q{i:03}"), i, Some(i as f64)))
+            .collect();
+        let bounded = bounded_queues(many);
+        assert_eq!(bounded.len(), MAX_QUEUES + 1);
+        // The busiest are kept as they are; the five quietest are folded.
+        assert_eq!(bounded[0].queue, format!("q{:03}", MAX_QUEUES + 4));
+        let other = bounded.last().unwrap();
+        assert_eq!(other.queue, "_other");
+        assert_eq!(other.queued, (0..5).sum::<i64>());
+        assert_eq!(other.succeeded, 5);
+        assert_eq!(other.oldest_runnable_age_s, Some(4.0));
+    }
 }
