@@ -9,12 +9,9 @@ use jobwire_server::metrics::CollectorConfig;
 use jobwire_server::{HttpServer, Node};
 use sqlx::PgPool;
 
+/// The database collector's setting, for every command that serves /metrics.
 #[derive(clap::Args)]
-pub(crate) struct MetricsArgs {
-    /// Serve /metrics (and /healthz, /readyz) on this address, for a
-    /// process that serves no API; a `read` token is needed as for the API.
-    #[arg(long)]
-    metrics_listen: Option<SocketAddr>,
+pub(crate) struct CollectorArgs {
     /// Milliseconds between reads of the database gauges (depth, oldest
     /// runnable job, outbox, bloat), done by the one process of all those
     /// serving metrics that is elected to (at most 10000).
@@ -22,12 +19,29 @@ pub(crate) struct MetricsArgs {
     metrics_interval_ms: u64,
 }
 
-impl MetricsArgs {
+impl CollectorArgs {
     pub(crate) fn collector(&self) -> CollectorConfig {
         CollectorConfig {
             interval: Duration::from_millis(self.metrics_interval_ms),
             ..CollectorConfig::default()
         }
+    }
+}
+
+/// `--metrics-listen` and the collector, for processes that may serve no API.
+#[derive(clap::Args)]
+pub(crate) struct MetricsArgs {
+    /// Serve /metrics (and /healthz, /readyz) on this address, for a
+    /// process that serves no API; a `read` token is needed as for the API.
+    #[arg(long)]
+    metrics_listen: Option<SocketAddr>,
+    #[command(flatten)]
+    collector: CollectorArgs,
+}
+
+impl MetricsArgs {
+    pub(crate) fn collector(&self) -> CollectorConfig {
+        self.collector.collector()
     }
 
     /// Serve /metrics alone when asked to, with the collector.

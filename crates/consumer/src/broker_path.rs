@@ -28,19 +28,18 @@ fn woken_job(delivery: &Delivery) -> Option<uuid::Uuid> {
 }
 
 fn count_miss(stats: &WorkerStats, topic: &str, miss: &ClaimMiss) {
-    let (counter, result) = match miss {
-        ClaimMiss::Unknown => (&stats.wake_ups_unknown, "unknown"),
-        ClaimMiss::Held => (&stats.wake_ups_held, "held"),
-        ClaimMiss::Finished { .. } => (&stats.wake_ups_finished, "finished"),
-        ClaimMiss::NotDue { .. } => (&stats.wake_ups_not_due, "not_due"),
-        ClaimMiss::Contended => (&stats.wake_ups_contended, "contended"),
-        ClaimMiss::Paused => (&stats.wake_ups_paused, "paused"),
-        ClaimMiss::OtherQueue { .. } => (&stats.wake_ups_other_queue, "other_queue"),
+    bump(match miss {
+        ClaimMiss::Unknown => &stats.wake_ups_unknown,
+        ClaimMiss::Held => &stats.wake_ups_held,
+        ClaimMiss::Finished { .. } => &stats.wake_ups_finished,
+        ClaimMiss::NotDue { .. } => &stats.wake_ups_not_due,
+        ClaimMiss::Contended => &stats.wake_ups_contended,
+        ClaimMiss::Paused => &stats.wake_ups_paused,
+        ClaimMiss::OtherQueue { .. } => &stats.wake_ups_other_queue,
         #[allow(unreachable_patterns)]
-        _ => (&stats.wake_ups_unknown, "unknown"),
-    };
-    bump(counter);
-    metrics::record_wake_ups(topic, result, 1);
+        _ => &stats.wake_ups_unknown,
+    });
+    metrics::record_wake_ups(topic, miss.label(), 1);
 }
 
 /// Subscribe to `topic`, retrying until it works or `stop`.

@@ -126,8 +126,11 @@ impl ClaimPath {
 }
 
 pub(crate) fn record_claims(jobs: &[jobwire_core::ClaimedJob], path: ClaimPath) {
-    for job in jobs {
-        counter!(CLAIMED, "queue" => job.queue.clone(), "path" => path.label()).increment(1);
+    // A claim statement's jobs are nearly always of one queue: one update
+    // per run of a queue, not one per job.
+    for run in jobs.chunk_by(|a, b| a.queue == b.queue) {
+        counter!(CLAIMED, "queue" => run[0].queue.clone(), "path" => path.label())
+            .increment(run.len() as u64);
     }
 }
 

@@ -529,7 +529,7 @@ pub struct JobFilter {
 }
 
 /// One queue as an operator sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct QueueOverview {
     /// The queue.
     pub queue: String,

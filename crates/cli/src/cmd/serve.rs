@@ -16,10 +16,8 @@ pub(crate) struct ServeArgs {
     /// host's address) to accept other machines' requests.
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
-    /// Milliseconds between reads of the database gauges of /metrics (done
-    /// by the one process, of all those serving metrics, elected to).
-    #[arg(long, default_value_t = 5_000)]
-    metrics_interval_ms: u64,
+    #[command(flatten)]
+    collector: crate::metrics::CollectorArgs,
 }
 
 /// Bind the API to `addr`, with an error that says which address is taken.
@@ -40,10 +38,7 @@ pub(crate) async fn serve(pool: PgPool, args: ServeArgs) -> Result<()> {
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     Node::new(pool)
         .with_http(server)
-        .with_metrics_collector(jobwire_server::metrics::CollectorConfig {
-            interval: std::time::Duration::from_millis(args.metrics_interval_ms),
-            ..Default::default()
-        })
+        .with_metrics_collector(args.collector.collector())
         .run(shutdown)
         .await?;
     Ok(())

@@ -189,17 +189,7 @@ fn bounded_queues(mut queues: Vec<QueueOverview>) -> Vec<QueueOverview> {
     let mut other = QueueOverview {
         queue: "_other".into(),
         dispatch: "mixed".into(),
-        topic: None,
-        paused: false,
-        queued: 0,
-        running: 0,
-        retry_wait: 0,
-        cancel_requested: 0,
-        succeeded: 0,
-        failed: 0,
-        cancelled: 0,
-        lease_expired: 0,
-        oldest_runnable_age_s: None,
+        ..QueueOverview::default()
     };
     for queue in rest {
         other.paused |= queue.paused;
@@ -280,17 +270,10 @@ mod tests {
         QueueOverview {
             queue: name,
             dispatch: "postgres".into(),
-            topic: None,
-            paused: false,
             queued,
-            running: 0,
-            retry_wait: 0,
-            cancel_requested: 0,
             succeeded: 1,
-            failed: 0,
-            cancelled: 0,
-            lease_expired: 0,
             oldest_runnable_age_s: age,
+            ..QueueOverview::default()
         }
     }
 
