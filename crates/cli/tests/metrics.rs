@@ -14,7 +14,9 @@ use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-const JOBWIRE: &str = env!("CARGO_BIN_EXE_jobwire");
+mod common;
+
+use common::{JOBWIRE, migrate};
 
 /// A `jobwire` process, stopped (SIGTERM, then waited for) when dropped.
 struct Process {
@@ -230,33 +232,6 @@ fn promtool_check_metrics(text: &str) {
     );
 }
 
-fn migrate(url: &str) {
-    let status = Command::new(JOBWIRE)
-        .arg("migrate")
-        .env("DATABASE_URL", url)
-        .status()
-        .unwrap();
-    assert!(status.success(), "jobwire migrate failed");
-}
-
-async fn wait_for_count(pool: &PgPool, what: &str, query: &str, expected: i64) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let count: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(query.to_owned()))
-            .fetch_one(pool)
-            .await
-            .unwrap_or(-1);
-        if count == expected {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what}: stuck at {count}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 async fn enqueue(
     pool: &PgPool,
     job_type: &str,
@@ -355,15 +330,11 @@ async fn metrics_follow_jobs_through_both_paths_a_dead_worker_and_a_cut_broker()
         ],
     );
     let victim_job = enqueue(&pool, "sleep", json!({"ms": 2000}), &victim, 1).await[0];
-    wait_for_count(
-        &pool,
-        "victim holds its job",
-        &format!(
-            "SELECT count(*) FROM jobs WHERE job_id = '{victim_job}' AND lease_owner = 'victim'"
-        ),
-        1,
-    )
-    .await;
+    jobwire_test_support::wait_for_job(&pool, victim_job, Duration::from_secs(60), |job| {
+        job.lease_owner.as_deref() == Some("victim")
+    })
+    .await
+    .expect("the victim holds its job");
     dying.kill();
     a.until("the dead worker's lease shows as expired", |m| {
         m.value("jobwire_queue_lease_expired_jobs", &[("queue", &victim)]) == 1.0

@@ -10,7 +10,9 @@ use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-const JOBWIRE: &str = env!("CARGO_BIN_EXE_jobwire");
+mod common;
+
+use common::{JOBWIRE, migrate};
 
 /// `jobwire run`: relay and worker in one process.
 fn run_worker(url: &str, queue: &str, worker_id: &str, sweeper: bool) -> Child {
@@ -63,17 +65,6 @@ fn spawn_worker(command: &str, url: &str, queue: &str, worker_id: &str, sweeper:
         })
         .spawn()
         .unwrap()
-}
-
-/// Workers and relays never change the schema: apply it first, as an
-/// operator's deploy would.
-fn migrate(url: &str) {
-    let status = Command::new(JOBWIRE)
-        .arg("migrate")
-        .env("DATABASE_URL", url)
-        .status()
-        .unwrap();
-    assert!(status.success(), "jobwire migrate failed");
 }
 
 async fn wait_until(pool: &PgPool, what: &str, query: &str, bind: &str, expected: i64) {
