@@ -526,6 +526,8 @@ pub struct JobFilter {
     pub before: Option<Uuid>,
     /// Only jobs whose id starts with these hex digits (dashes ignored).
     pub id_prefix: Option<String>,
+    /// Only jobs whose last error has this code (a dead-letter group).
+    pub error_code: Option<String>,
 }
 
 /// One queue as an operator sees it.

@@ -8,7 +8,9 @@
 
 use std::time::Duration;
 
+mod activity;
 mod admin;
+mod audit;
 mod cancel;
 mod enqueue;
 mod health;
@@ -19,12 +21,15 @@ mod queues;
 mod schedules;
 mod settings;
 mod tokens;
+mod ui_sessions;
 mod views;
 
+pub use activity::{FinishedInMinute, finished_per_minute, lease_expiries_since};
 pub use admin::{
     BulkReplay, ReplayFilter, dead_letter_groups, job_status, replay_dead, replay_dead_in_batches,
     replay_dead_job,
 };
+pub use audit::{AuditEntry, job_audit_trail};
 pub use cancel::request_cancel;
 pub use enqueue::{Enqueuer, enqueue, enqueue_many};
 pub use health::{
@@ -51,6 +56,7 @@ pub use tokens::{
     ApiToken, CreatedToken, Scope, authenticate_api_token, create_api_token, list_api_tokens,
     revoke_api_token,
 };
+pub use ui_sessions::{OpenedUiSession, create_ui_session, end_ui_session, find_ui_session};
 pub use views::{id_prefix_range, list_jobs, queue_overview};
 
 /// The LISTEN/NOTIFY channel PostgreSQL-path workers listen on. The payload of
@@ -62,7 +68,7 @@ pub const WAKE_CHANNEL: &str = "jobwire_jobs";
 pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
 
 /// The database clock: every timestamp jobwire decides by comes from it.
-async fn database_now<'c, E: sqlx::PgExecutor<'c>>(
+pub async fn database_now<'c, E: sqlx::PgExecutor<'c>>(
     executor: E,
 ) -> crate::Result<chrono::DateTime<chrono::Utc>> {
     Ok(sqlx::query_scalar(include_str!("../../sql/db_now.sql"))

@@ -85,7 +85,7 @@ pub struct ApiToken {
 }
 
 #[derive(sqlx::FromRow)]
-struct TokenRow {
+pub(super) struct TokenRow {
     token_id: String,
     name: String,
     scope: String,
@@ -132,11 +132,11 @@ impl fmt::Debug for CreatedToken {
 
 const TOKEN_PREFIX: &str = "jw_";
 
-fn hex(bytes: &[u8]) -> String {
+pub(super) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
-fn sha256(secret: &str) -> [u8; 32] {
+pub(super) fn sha256(secret: &str) -> [u8; 32] {
     Sha256::digest(secret.as_bytes()).into()
 }
 

@@ -32,6 +32,7 @@ pub async fn list_jobs<'c, E: PgExecutor<'c>>(
         .bind(limit.max(0))
         .bind(first)
         .bind(last)
+        .bind(&filter.error_code)
         .fetch_all(executor)
         .await?)
 }
