@@ -86,7 +86,7 @@ impl ApiError {
         }
     }
 
-    fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
             ApiError::Unauthenticated => StatusCode::UNAUTHORIZED,
@@ -101,7 +101,7 @@ impl ApiError {
         }
     }
 
-    fn code_and_message(self) -> (&'static str, String, Option<String>) {
+    pub(crate) fn code_and_message(self) -> (&'static str, String, Option<String>) {
         match self {
             ApiError::BadRequest {
                 code,

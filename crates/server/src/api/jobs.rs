@@ -295,6 +295,11 @@ pub(crate) struct ListJobsQuery {
     #[serde(rename = "type")]
     #[param(rename = "type")]
     job_type: Option<String>,
+    /// Only jobs whose last error has this code (with `state=FAILED`: one
+    /// dead-letter group).
+    #[serde(rename = "errorCode")]
+    #[param(rename = "errorCode")]
+    error_code: Option<String>,
     /// Jobs per page, 1 to 500. Default 50.
     limit: Option<i64>,
     /// The `nextAfter` of the previous page: continue after that job.
@@ -318,7 +323,7 @@ pub(crate) struct JobPage {
 const DEFAULT_PAGE: i64 = 50;
 const MAX_PAGE: i64 = 500;
 
-/// List jobs, newest first, filtered by state, queue, type and id prefix. Pages are
+/// List jobs, newest first, filtered by state, queue, type, error code and id prefix. Pages are
 /// keyset pages: pass the previous page's `nextAfter` as `after`.
 #[utoipa::path(
     get,
@@ -364,6 +369,7 @@ pub(crate) async fn list_jobs(
         job_type: query.job_type,
         before: query.after,
         id_prefix: query.id_prefix,
+        error_code: query.error_code,
     };
     let jobs = jobwire_core::list_jobs(&state.pool, &filter, limit).await?;
     let next_after = (jobs.len() as i64 == limit)

@@ -13,14 +13,14 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 mod auth;
-mod dead_letter;
-mod error;
+pub(crate) mod dead_letter;
+pub(crate) mod error;
 mod extract;
 mod health;
 mod jobs;
 mod metrics;
 mod queues;
-mod request_id;
+pub(crate) mod request_id;
 mod schedules;
 
 use error::ApiError;
@@ -125,11 +125,12 @@ async fn openapi_json(_reader: auth::Reader) -> Json<OpenApiDocument> {
     Json(openapi())
 }
 
-/// The whole API as an axum router over `pool`. Serving it exports this
-/// process's metrics at `/metrics` (installing the Prometheus recorder).
+/// The whole API as an axum router over `pool`, with the operator
+/// dashboard under `/ui`. Serving it exports this process's metrics at
+/// `/metrics` (installing the Prometheus recorder).
 pub fn router(pool: PgPool) -> axum::Router {
     let (router, _) = routes();
-    with_common_layers(router, pool)
+    with_common_layers(router.merge(crate::ui::routes()), pool)
 }
 
 /// Only `/metrics` and the health checks: for worker and relay processes
