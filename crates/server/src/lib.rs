@@ -1,6 +1,6 @@
 //! jobwire-server: the composition point. A [`Node`] owns everything
 //! long-running in one process — the worker, any number of relay lanes, the
-//! maintenance loops and the HTTP API — and starts and stops them together
+//! maintenance loops and the HTTP API with its dashboard — and starts and stops them together
 //! with one staged shutdown. `jobwire run`, the demo, the
 //! benchmark and the tests all build their processes with it; nothing else
 //! hand-wires cancellation tokens and join handles.
@@ -11,6 +11,7 @@ mod http;
 pub mod metrics;
 mod node;
 mod report;
+mod ui;
 
 pub use api::{metrics_router, openapi, router};
 pub use http::HttpServer;
