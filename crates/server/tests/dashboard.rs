@@ -1,0 +1,571 @@
+//! The operator dashboard in a real headless Chromium, against a real
+//! PostgreSQL, a real worker and the HTTP server on a loopback port: log
+//! in, read the overview, find and open jobs, cancel one, retry a
+//! dead-letter group whose jobs then succeed, pause a queue and see it stop
+//! claiming, pause a schedule, log out and be refused. Then what must not
+//! happen: a job's `<script>` running, a read-only token changing anything,
+//! a form without its CSRF token being obeyed.
+//!
+//! Every page is also photographed at 1280×800 and 390×844 (see
+//! `browser/mod.rs` for where the screenshots go) and checked not to be
+//! wider than its screen.
+
+mod browser;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use browser::{Browser, Screen};
+use chrono::Utc;
+use fantoccini::Locator;
+use jobwire_consumer::{HandlerRegistry, JobContext, JobError, QueueConfig, Worker};
+use jobwire_core::{JobState, NewJob, ScheduleSpec, Scope};
+use jobwire_server::{HttpServer, Node, RunningNode};
+use jobwire_test_support::jobs::wait_for_state;
+use jobwire_test_support::worker::test_worker_config;
+use serde_json::json;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A failure message written to look like markup: it must show as text.
+const HOSTILE_ERROR: &str =
+    "<script>document.title='pwned'</script> template \"header\" failed: 'x' < 'y' & <b>done</b>";
+const HOSTILE_TITLE: &str = "<script>document.title='pwned'</script>";
+
+/// A worker and the HTTP server over `pool`, one node; the webhook
+/// endpoint answers 503 until `endpoint_up` is set.
+async fn start_node(pool: &PgPool, endpoint_up: Arc<AtomicBool>) -> (RunningNode, String) {
+    let mut registry = HandlerRegistry::new();
+    registry.register("deliver_webhook", move |_ctx: JobContext| {
+        let up = endpoint_up.load(Ordering::SeqCst);
+        async move {
+            if up {
+                Ok(())
+            } else {
+                Err(JobError::fatal(
+                    "HTTP_503",
+                    "POST https://hooks.example/orders answered 503 Service Unavailable",
+                ))
+            }
+        }
+    });
+    registry.register("render_report", |_ctx: JobContext| async {
+        Err(JobError::fatal("BAD_TEMPLATE", HOSTILE_ERROR))
+    });
+    registry.register("noop", |_ctx: JobContext| async { Ok(()) });
+    let mut config = test_worker_config("default", 4);
+    config.queues.push(QueueConfig::new("webhooks", 4));
+    let worker = Worker::new(pool.clone(), registry, config);
+    let http = HttpServer::bind("127.0.0.1:0".parse().unwrap(), pool.clone())
+        .await
+        .unwrap();
+    let base = format!("http://{}", http.local_addr().unwrap());
+    let node = Node::new(pool.clone())
+        .with_worker(worker)
+        .with_http(http)
+        .start()
+        .unwrap();
+    (node, base)
+}
+
+async fn enqueue(pool: &PgPool, job: NewJob) -> Uuid {
+    jobwire_core::enqueue(pool, &job).await.unwrap().job_id
+}
+
+/// What the dashboard has to show: dead letters (five webhooks, one job
+/// whose payload and error are markup), jobs that succeeded, one waiting an
+/// hour, and a schedule.
+struct Seeded {
+    webhooks: Vec<Uuid>,
+    hostile: Uuid,
+    delayed: Uuid,
+}
+
+async fn seed(pool: &PgPool) -> Seeded {
+    let mut webhooks = Vec::new();
+    for order in 0..5 {
+        let job = NewJob::new("deliver_webhook", json!({"orderId": 7000 + order}))
+            .with_queue("webhooks")
+            .with_max_attempts(1);
+        webhooks.push(enqueue(pool, job).await);
+    }
+    let hostile = enqueue(
+        pool,
+        NewJob::new(
+            "render_report",
+            json!({"title": HOSTILE_TITLE, "note": "\"double\" & 'single' <i>quotes</i>"}),
+        )
+        .with_max_attempts(1),
+    )
+    .await;
+    let mut done = Vec::new();
+    for i in 0..8 {
+        done.push(enqueue(pool, NewJob::new("noop", json!({"n": i}))).await);
+    }
+    let delayed = enqueue(
+        pool,
+        NewJob::new("noop", json!({"reminder": true}))
+            .with_run_at(Utc::now() + chrono::TimeDelta::hours(1)),
+    )
+    .await;
+    let schedule = ScheduleSpec::new(
+        "nightly-report",
+        "30 2 * * *",
+        "Europe/Berlin",
+        NewJob::new("noop", json!({"report": "nightly"})),
+    );
+    jobwire_core::put_schedule(pool, &schedule).await.unwrap();
+    for id in webhooks.iter().chain([&hostile]) {
+        wait_for_state(pool, *id, JobState::Failed, WAIT)
+            .await
+            .unwrap();
+    }
+    for id in &done {
+        wait_for_state(pool, *id, JobState::Succeeded, WAIT)
+            .await
+            .unwrap();
+    }
+    Seeded {
+        webhooks,
+        hostile,
+        delayed,
+    }
+}
+
+async fn token(pool: &PgPool, name: &str, scope: Scope) -> String {
+    jobwire_core::create_api_token(pool, name, scope)
+        .await
+        .unwrap()
+        .secret
+}
+
+/// Log in through the form, as a person would.
+async fn log_in(browser: &Browser, base: &str, token: &str) {
+    browser.goto(&format!("{base}/ui")).await;
+    assert_eq!(
+        browser.path().await,
+        "/ui/login",
+        "no session: the login form"
+    );
+    browser.fill("#token", token).await;
+    browser.click("form[action='/ui/login'] button").await;
+    assert_eq!(browser.path().await, "/ui");
+}
+
+/// Photograph the page and check it fits its screen.
+async fn look(browser: &Browser, name: &str) {
+    assert!(
+        !browser.overflows_horizontally().await,
+        "{name} is wider than the screen"
+    );
+    browser.screenshot(name).await;
+}
+
+async fn job_state(pool: &PgPool, id: Uuid) -> JobState {
+    jobwire_core::job_status(pool, id).await.unwrap().state
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn an_operator_works_the_dashboard_end_to_end(pool: PgPool) {
+    let endpoint_up = Arc::new(AtomicBool::new(false));
+    let (mut node, base) = start_node(&pool, endpoint_up.clone()).await;
+    let seeded = seed(&pool).await;
+    let admin = token(&pool, "night-operator", Scope::Admin).await;
+    let browser = Browser::start(Screen::Laptop).await;
+
+    // Log in.
+    browser.goto(&format!("{base}/ui")).await;
+    assert_eq!(browser.path().await, "/ui/login");
+    look(&browser, "login").await;
+    log_in(&browser, &base, &admin).await;
+
+    // The overview: both queues, their paths and depths, the dead letters.
+    let overview = browser.body_text().await;
+    assert!(overview.contains("night-operator"), "{overview}");
+    for queue in ["default", "webhooks"] {
+        assert!(
+            overview.contains(queue),
+            "queue {queue} missing: {overview}"
+        );
+    }
+    assert!(overview.contains("PostgreSQL"), "{overview}");
+    assert_eq!(
+        browser.text(".card:nth-child(4) .value").await,
+        "6",
+        "dead letters"
+    );
+    assert_eq!(browser.count("svg.spark").await, 2, "a chart per queue");
+    look(&browser, "overview").await;
+
+    // Jobs, filtered by state FAILED.
+    browser.click_link("Jobs").await;
+    browser
+        .client
+        .find(Locator::Css("#f-state"))
+        .await
+        .unwrap()
+        .select_by_value("FAILED")
+        .await
+        .unwrap();
+    browser.click("form.filters button").await;
+    let url = browser.client.current_url().await.unwrap();
+    assert!(url.query().unwrap().contains("state=FAILED"), "{url}");
+    assert_eq!(browser.count("#jobs tbody a.job-id").await, 6);
+    let states: Vec<String> = futures::future::join_all(
+        browser
+            .client
+            .find_all(Locator::Css("#jobs tbody .badge"))
+            .await
+            .unwrap()
+            .iter()
+            .map(|badge| async move { badge.text().await.unwrap() }),
+    )
+    .await;
+    assert!(states.iter().all(|state| state == "FAILED"), "{states:?}");
+    look(&browser, "jobs").await;
+
+    // Open a job: every field, its error.
+    let webhook = seeded.webhooks[0];
+    browser
+        .click(&format!("#jobs a[href='/ui/jobs/{webhook}']"))
+        .await;
+    assert_eq!(browser.path().await, format!("/ui/jobs/{webhook}"));
+    assert_eq!(browser.text("#job-state").await, "FAILED");
+    assert_eq!(browser.text("#last-error-code").await, "HTTP_503");
+    assert!(browser.text("#payload").await.contains("\"orderId\": 7000"));
+    look(&browser, "job").await;
+
+    // Cancel a queued job, confirming first.
+    browser
+        .goto(&format!("{base}/ui/jobs/{}", seeded.delayed))
+        .await;
+    assert_eq!(browser.text("#job-state").await, "QUEUED");
+    browser.click_link("Cancel…").await;
+    assert_eq!(
+        browser.path().await,
+        format!("/ui/jobs/{}/cancel", seeded.delayed)
+    );
+    assert_eq!(
+        job_state(&pool, seeded.delayed).await,
+        JobState::Queued,
+        "a GET changes nothing"
+    );
+    look(&browser, "confirm-cancel").await;
+    browser.click("form.actions button").await;
+    assert_eq!(browser.text("#job-state").await, "CANCELLED");
+    assert_eq!(browser.text(".notice").await, "Cancelled.");
+    assert_eq!(job_state(&pool, seeded.delayed).await, JobState::Cancelled);
+    let audit = browser.body_text().await;
+    assert!(
+        audit.contains("cancel") && audit.contains("night-operator"),
+        "{audit}"
+    );
+
+    // Retry the webhook group once the endpoint is back: its count drops
+    // to zero and the jobs run.
+    browser.click_link("Dead letters").await;
+    let group = "#dead-letter-groups tr[data-type='deliver_webhook'][data-code='HTTP_503']";
+    assert_eq!(browser.text(&format!("{group} .group-count")).await, "5");
+    look(&browser, "dead-letters").await;
+    endpoint_up.store(true, Ordering::SeqCst);
+    browser.click(&format!("{group} a.retry")).await;
+    assert!(
+        browser
+            .text("#retry-summary")
+            .await
+            .starts_with("Retry 5 FAILED jobs of type deliver_webhook"),
+    );
+    look(&browser, "confirm-retry").await;
+    browser.click("form.actions button").await;
+    assert_eq!(browser.path().await, "/ui/dead-letters");
+    assert_eq!(
+        browser.text(".notice").await,
+        "Requeued 5 jobs; they run again now."
+    );
+    assert_eq!(browser.count(group).await, 0, "the group is gone");
+    for id in &seeded.webhooks {
+        wait_for_state(&pool, *id, JobState::Succeeded, WAIT)
+            .await
+            .unwrap();
+    }
+    browser
+        .goto(&format!(
+            "{base}/ui/jobs?state=SUCCEEDED&type=deliver_webhook"
+        ))
+        .await;
+    assert_eq!(
+        browser.count("#jobs tbody a.job-id").await,
+        5,
+        "the retried jobs ran"
+    );
+    let audited: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM job_audit WHERE action = 'replay' AND actor = 'night-operator'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(audited, 5);
+
+    // Pause a PostgreSQL-path queue: it stops claiming; resume: it runs.
+    browser.click_link("Queues").await;
+    let default_row = "#queues tr[data-queue='default']";
+    browser.click(&format!("{default_row} button")).await;
+    assert_eq!(
+        browser.text(&format!("{default_row} .queue-state")).await,
+        "paused"
+    );
+    let held = enqueue(&pool, NewJob::new("noop", json!({"while": "paused"}))).await;
+    // Fifteen of the worker's 100 ms polls (and its NOTIFY) go by.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let status = jobwire_core::job_status(&pool, held).await.unwrap();
+    assert_eq!(
+        status.state,
+        JobState::Queued,
+        "a paused queue claims nothing"
+    );
+    assert_eq!(status.attempt_count, 0);
+    browser.goto(&format!("{base}/ui/queues")).await;
+    assert_eq!(
+        browser
+            .text(&format!("{default_row} td:nth-child(4)"))
+            .await,
+        "1"
+    );
+    look(&browser, "queues").await;
+    browser.click(&format!("{default_row} button")).await;
+    assert_eq!(
+        browser.text(&format!("{default_row} .queue-state")).await,
+        "active"
+    );
+    wait_for_state(&pool, held, JobState::Succeeded, WAIT)
+        .await
+        .unwrap();
+
+    // Schedules: cron, zone, the next three fire times; pause it.
+    browser.click_link("Schedules").await;
+    let schedule_row = "#schedules tr[data-schedule='nightly-report']";
+    let row = browser.text(schedule_row).await;
+    assert!(
+        row.contains("30 2 * * *") && row.contains("Europe/Berlin"),
+        "{row}"
+    );
+    assert_eq!(
+        browser
+            .count(&format!("{schedule_row} td:nth-child(5) time"))
+            .await,
+        3,
+        "three fire times"
+    );
+    look(&browser, "schedules").await;
+    // The same pages on a phone.
+    let phone = Browser::start(Screen::Phone).await;
+    log_in(&phone, &base, &admin).await;
+    look(&phone, "overview").await;
+    for (name, path) in [
+        ("jobs", "/ui/jobs?state=FAILED".to_owned()),
+        ("job", format!("/ui/jobs/{}", seeded.hostile)),
+        ("dead-letters", "/ui/dead-letters".to_owned()),
+        ("queues", "/ui/queues".to_owned()),
+        ("schedules", "/ui/schedules".to_owned()),
+    ] {
+        phone.goto(&format!("{base}{path}")).await;
+        look(&phone, name).await;
+    }
+    phone.close().await;
+
+    // Pause the schedule.
+    browser.click(&format!("{schedule_row} button")).await;
+    assert_eq!(
+        browser
+            .text(&format!("{schedule_row} .schedule-state"))
+            .await,
+        "paused"
+    );
+    let schedule = jobwire_core::get_schedule(&pool, "nightly-report")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(schedule.paused);
+
+    // Log out, and be refused: by the browser, and with the old cookie.
+    let session = browser
+        .client
+        .get_named_cookie("jobwire_session")
+        .await
+        .unwrap();
+    browser.click("form.who button").await;
+    assert_eq!(browser.path().await, "/ui/login");
+    assert_eq!(browser.text(".notice").await, "You are logged out.");
+    browser.goto(&format!("{base}/ui/jobs")).await;
+    assert_eq!(browser.path().await, "/ui/login");
+    let replayed_cookie = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(format!("{base}/ui"))
+        .header("Cookie", format!("jobwire_session={}", session.value()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(replayed_cookie.status(), 303);
+    assert_eq!(replayed_cookie.headers()["location"], "/ui/login");
+
+    browser.close().await;
+    node.stop().await.unwrap();
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_jobs_markup_renders_as_text(pool: PgPool) {
+    let (mut node, base) = start_node(&pool, Arc::new(AtomicBool::new(false))).await;
+    let seeded = seed(&pool).await;
+    let reader = token(&pool, "auditor", Scope::Read).await;
+    let browser = Browser::start(Screen::Laptop).await;
+    log_in(&browser, &base, &reader).await;
+
+    for path in [
+        format!("/ui/jobs/{}", seeded.hostile),
+        "/ui/jobs?state=FAILED".to_owned(),
+        "/ui/dead-letters".to_owned(),
+    ] {
+        browser.goto(&format!("{base}{path}")).await;
+        let title: String = browser.client.title().await.unwrap();
+        assert!(!title.contains("pwned"), "{path}: a script ran ({title})");
+        assert_eq!(browser.count("script").await, 0, "{path}: a script element");
+        assert_eq!(browser.count("b, i").await, 0, "{path}: markup from a job");
+        assert!(
+            browser
+                .body_text()
+                .await
+                .contains("<script>document.title='pwned'</script>"),
+            "{path}: the markup is not shown as text"
+        );
+    }
+    browser
+        .goto(&format!("{base}/ui/jobs/{}", seeded.hostile))
+        .await;
+    assert_eq!(browser.text("#last-error").await, HOSTILE_ERROR);
+    let payload = browser.text("#payload").await;
+    assert!(
+        payload.contains("\"title\": \"<script>document.title='pwned'</script>\""),
+        "{payload}"
+    );
+    assert!(
+        payload.contains(r#"\"double\" & 'single' <i>quotes</i>"#),
+        "{payload}"
+    );
+
+    browser.close().await;
+    node.stop().await.unwrap();
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_read_only_token_changes_nothing_and_forms_need_their_csrf_token(pool: PgPool) {
+    let (mut node, base) = start_node(&pool, Arc::new(AtomicBool::new(false))).await;
+    let seeded = seed(&pool).await;
+    let reader = token(&pool, "auditor", Scope::Read).await;
+    let admin = token(&pool, "night-operator", Scope::Admin).await;
+    let browser = Browser::start(Screen::Laptop).await;
+    log_in(&browser, &base, &reader).await;
+
+    // No form but logging out, on any page, for a reader.
+    for path in [
+        "/ui".to_owned(),
+        format!("/ui/jobs/{}", seeded.webhooks[0]),
+        format!("/ui/jobs/{}", seeded.delayed),
+        "/ui/dead-letters".to_owned(),
+        "/ui/queues".to_owned(),
+        "/ui/schedules".to_owned(),
+    ] {
+        browser.goto(&format!("{base}{path}")).await;
+        assert_eq!(
+            browser.count("form[method='post']").await,
+            1,
+            "{path}: a reader sees only the logout form"
+        );
+        for action in ["a[href$='/cancel']", "a[href$='/replay']", "a.retry"] {
+            assert_eq!(browser.count(action).await, 0, "{path}: {action}");
+        }
+    }
+    // The confirmation pages refuse a reader too.
+    browser
+        .goto(&format!("{base}/ui/jobs/{}/replay", seeded.webhooks[0]))
+        .await;
+    assert!(browser.body_text().await.contains("403 FORBIDDEN"));
+
+    // A reader's POST with a valid session and CSRF token is refused.
+    let posted = |action: String| {
+        format!(
+            "const csrf = document.querySelector('form.who input[name=csrf]').value;
+             const form = document.createElement('form');
+             form.method = 'post'; form.action = '{action}';
+             const field = document.createElement('input');
+             field.type = 'hidden'; field.name = 'csrf'; field.value = csrf;
+             form.appendChild(field); document.body.appendChild(form); form.submit();"
+        )
+    };
+    for action in [
+        format!("/ui/jobs/{}/replay", seeded.webhooks[0]),
+        format!("/ui/jobs/{}/cancel", seeded.delayed),
+        "/ui/queues/default/pause".to_owned(),
+        "/ui/schedules/nightly-report/pause".to_owned(),
+    ] {
+        browser.goto(&format!("{base}/ui")).await;
+        browser.submit_by_script(&posted(action.clone())).await;
+        assert_eq!(browser.path().await, action);
+        assert!(
+            browser.body_text().await.contains("403 FORBIDDEN"),
+            "{action}: {}",
+            browser.body_text().await
+        );
+    }
+    assert_eq!(job_state(&pool, seeded.webhooks[0]).await, JobState::Failed);
+    assert_eq!(job_state(&pool, seeded.delayed).await, JobState::Queued);
+    assert!(!queue_paused(&pool, "default").await);
+    assert!(
+        !jobwire_core::get_schedule(&pool, "nightly-report")
+            .await
+            .unwrap()
+            .unwrap()
+            .paused
+    );
+
+    // An admin's form posted without its CSRF token, or with another
+    // session's, is refused and changes nothing.
+    browser.goto(&format!("{base}/ui")).await;
+    browser.click("form.who button").await;
+    log_in(&browser, &base, &admin).await;
+    browser.goto(&format!("{base}/ui/queues")).await;
+    browser
+        .submit_by_script(
+            "const form = document.querySelector(\"tr[data-queue='default'] form\");
+             form.querySelector('input[name=csrf]').remove(); form.submit();",
+        )
+        .await;
+    assert_eq!(browser.path().await, "/ui/queues/default/pause");
+    assert!(browser.body_text().await.contains("403 CSRF_REJECTED"));
+    assert!(!queue_paused(&pool, "default").await);
+    browser.goto(&format!("{base}/ui/queues")).await;
+    browser
+        .submit_by_script(
+            "const form = document.querySelector(\"tr[data-queue='default'] form\");
+             form.querySelector('input[name=csrf]').value = 'ab'.repeat(32); form.submit();",
+        )
+        .await;
+    assert_eq!(browser.path().await, "/ui/queues/default/pause");
+    assert!(browser.body_text().await.contains("403 CSRF_REJECTED"));
+    assert!(!queue_paused(&pool, "default").await);
+
+    browser.close().await;
+    node.stop().await.unwrap();
+}
+
+async fn queue_paused(pool: &PgPool, queue: &str) -> bool {
+    jobwire_core::queue_overview(pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .any(|q| q.queue == queue && q.paused)
+}
