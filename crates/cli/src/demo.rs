@@ -31,6 +31,11 @@ pub(crate) struct DemoArgs {
     /// consumer in this process, nothing to install.
     #[command(flatten)]
     broker: crate::brokers::BrokerArgs,
+    /// Afterwards, serve the dashboard (and the API) on this address, default
+    /// 127.0.0.1:8080, and print its URL with a read-only token; Ctrl-C
+    /// stops it.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8080")]
+    serve: Option<std::net::SocketAddr>,
 }
 
 /// One demo job and the state it should end in.
@@ -350,6 +355,39 @@ pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
         bail!("{unexpected} jobs did not end as expected");
     }
     println!("every job ended as expected");
+    if let Some(addr) = args.serve {
+        serve_dashboard(&pool, addr, shutdown).await?;
+    }
+    Ok(())
+}
+
+/// The name of the read-only token the demo hands out; each run replaces
+/// the last one, so demo runs do not pile up tokens.
+const VIEWER_TOKEN: &str = "demo-viewer";
+
+/// Serve the dashboard over the demo's database until Ctrl-C, with a fresh
+/// read-only token to log in with.
+async fn serve_dashboard(
+    pool: &PgPool,
+    addr: std::net::SocketAddr,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    let server = jobwire_server::HttpServer::bind(addr, pool.clone())
+        .await
+        .with_context(|| {
+            format!("cannot listen on {addr} (is something else there? pass --serve ADDR)")
+        })?;
+    let addr = server.local_addr()?;
+    jobwire_core::revoke_api_token(pool, VIEWER_TOKEN).await?;
+    let token =
+        jobwire_core::create_api_token(pool, VIEWER_TOKEN, jobwire_core::Scope::Read).await?;
+    println!("\ndashboard: http://{addr}/ui");
+    println!(
+        "read-only token (log in with it; shown once): {}",
+        token.secret
+    );
+    println!("serving until Ctrl-C");
+    server.run(shutdown).await?;
     Ok(())
 }
 
