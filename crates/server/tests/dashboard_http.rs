@@ -1,0 +1,394 @@
+//! The dashboard over a real socket without a browser: sessions and their
+//! cookies, and bad input of every kind answered with a readable page and
+//! the right status, never a 500, with nothing written.
+
+mod common;
+
+use common::Api;
+use jobwire_core::{JobState, NewJob};
+use reqwest::StatusCode;
+use reqwest::header::{CONTENT_TYPE, COOKIE, LOCATION, SET_COOKIE};
+use serde_json::json;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// The value of cookie `name` among a response's Set-Cookie headers.
+fn set_cookie<'a>(response: &'a reqwest::Response, name: &str) -> Option<&'a str> {
+    response
+        .headers()
+        .get_all(SET_COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .find(|value| value.starts_with(&format!("{name}=")))
+}
+
+fn cookie_value(header: &str) -> String {
+    header
+        .split(';')
+        .next()
+        .unwrap()
+        .split_once('=')
+        .unwrap()
+        .1
+        .to_owned()
+}
+
+/// A form body, as a browser encodes it.
+fn form(fields: &[(&str, &str)]) -> String {
+    let mut body = url::form_urlencoded::Serializer::new(String::new());
+    for (name, value) in fields {
+        body.append_pair(name, value);
+    }
+    body.finish()
+}
+
+fn hidden_csrf(html: &str) -> String {
+    let at = html.find("name=\"csrf\" value=\"").expect("a csrf field");
+    html[at + 19..at + 19 + 64].to_owned()
+}
+
+/// The login form's CSRF cookie and field.
+async fn login_form(api: &Api) -> String {
+    let response = client().get(api.url("/ui/login")).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let cookie = cookie_value(set_cookie(&response, "jobwire_login").unwrap());
+    let html = response.text().await.unwrap();
+    assert_eq!(hidden_csrf(&html), cookie);
+    cookie
+}
+
+/// A logged-in session: (the cookie header to send, the forms' CSRF token).
+async fn log_in(api: &Api, token: &str) -> (String, String) {
+    let login = login_form(api).await;
+    let response = client()
+        .post(api.url("/ui/login"))
+        .header(COOKIE, format!("jobwire_login={login}"))
+        .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(form(&[("token", token), ("csrf", &login)]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    assert_eq!(response.headers()[LOCATION], "/ui");
+    let header = set_cookie(&response, "jobwire_session").unwrap().to_owned();
+    for flag in ["HttpOnly", "SameSite=Strict", "Path=/ui"] {
+        assert!(header.contains(flag), "{header} lacks {flag}");
+    }
+    let cookie = format!("jobwire_session={}", cookie_value(&header));
+    let page = client()
+        .get(api.url("/ui"))
+        .header(COOKIE, &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let csrf = hidden_csrf(&page.text().await.unwrap());
+    (cookie, csrf)
+}
+
+/// An HTML error page with `status` naming `code`.
+async fn assert_page(response: reqwest::Response, status: u16, code: &str) {
+    assert_eq!(response.status().as_u16(), status, "{:?}", response.url());
+    assert!(
+        response.headers()[CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html"),
+        "not a page"
+    );
+    let html = response.text().await.unwrap();
+    assert!(
+        html.contains(&format!("{status} {code}")),
+        "{code} missing: {html}"
+    );
+    assert!(html.contains("Request id"), "{html}");
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn sessions_are_stored_hashed_and_end_with_logout_or_the_token(pool: PgPool) {
+    let api = Api::start(pool.clone()).await;
+    // No cookie, a malformed one, an unknown one: the login form.
+    for cookie in [
+        None,
+        Some("jobwire_session=zz"),
+        Some(&*format!("jobwire_session={}", "ab".repeat(32))),
+    ] {
+        let mut request = client().get(api.url("/ui/jobs"));
+        if let Some(cookie) = cookie {
+            request = request.header(COOKIE, cookie);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::SEE_OTHER, "{cookie:?}");
+        assert_eq!(response.headers()[LOCATION], "/ui/login");
+    }
+
+    let (cookie, csrf) = log_in(&api, &api.read).await;
+    let secret = cookie.trim_start_matches("jobwire_session=");
+    let stored: Vec<u8> = sqlx::query_scalar("SELECT session_sha256 FROM job_ui_sessions")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    use sha2::Digest;
+    assert_eq!(
+        stored,
+        sha2::Sha256::digest(secret.as_bytes()).to_vec(),
+        "only the hash is kept"
+    );
+
+    // Security headers on every page.
+    let page = client()
+        .get(api.url("/ui/queues"))
+        .header(COOKIE, &cookie)
+        .send()
+        .await
+        .unwrap();
+    let csp = page.headers()["content-security-policy"].to_str().unwrap();
+    assert!(
+        csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"),
+        "{csp}"
+    );
+    assert_eq!(page.headers()["x-frame-options"], "DENY");
+
+    // Logging out ends the session in the database.
+    let out = client()
+        .post(api.url("/ui/logout"))
+        .header(COOKIE, &cookie)
+        .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(form(&[("csrf", &csrf)]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.status(), StatusCode::SEE_OTHER);
+    let after = client()
+        .get(api.url("/ui"))
+        .header(COOKIE, &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        after.status(),
+        StatusCode::SEE_OTHER,
+        "the old cookie opens nothing"
+    );
+    assert_eq!(api.count("SELECT count(*) FROM job_ui_sessions").await, 0);
+
+    // Revoking the token ends its sessions.
+    let (cookie, _) = log_in(&api, &api.write).await;
+    assert!(
+        jobwire_core::revoke_api_token(&pool, "writer")
+            .await
+            .unwrap()
+    );
+    let after = client()
+        .get(api.url("/ui"))
+        .header(COOKIE, &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(after.status(), StatusCode::SEE_OTHER);
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_bad_login_gets_a_clear_answer_and_no_session(pool: PgPool) {
+    let api = Api::start(pool.clone()).await;
+    let login = login_form(&api).await;
+    let post = |body: String, cookie: Option<String>| {
+        let mut request = client()
+            .post(api.url("/ui/login"))
+            .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(body);
+        if let Some(cookie) = cookie {
+            request = request.header(COOKIE, cookie);
+        }
+        request.send()
+    };
+    let with_cookie = Some(format!("jobwire_login={login}"));
+    // A wrong, malformed or revoked token: 401 and the form again.
+    for token in [
+        "jw_0123456789abcdef_".to_owned() + &"ab".repeat(32),
+        "hello".into(),
+        String::new(),
+    ] {
+        let response = post(format!("token={token}&csrf={login}"), with_cookie.clone())
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{token}");
+        assert!(
+            response
+                .text()
+                .await
+                .unwrap()
+                .contains("not a live API token")
+        );
+    }
+    // Without the login CSRF cookie, or a field that does not match it.
+    let response = post(format!("token={}&csrf={login}", api.read), None)
+        .await
+        .unwrap();
+    assert_page(response, 403, "CSRF_REJECTED").await;
+    let response = post(
+        format!("token={}&csrf={}", api.read, "cd".repeat(32)),
+        with_cookie.clone(),
+    )
+    .await
+    .unwrap();
+    assert_page(response, 403, "CSRF_REJECTED").await;
+    // Not a form; an unknown field.
+    let response = client()
+        .post(api.url("/ui/login"))
+        .header(COOKIE, with_cookie.clone().unwrap())
+        .json(&json!({"token": api.read}))
+        .send()
+        .await
+        .unwrap();
+    assert_page(response, 400, "INVALID_FORM").await;
+    let response = post(
+        format!("token={}&csrf={login}&admin=1", api.read),
+        with_cookie,
+    )
+    .await
+    .unwrap();
+    assert_page(response, 400, "INVALID_FORM").await;
+    assert_eq!(api.count("SELECT count(*) FROM job_ui_sessions").await, 0);
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn bad_input_on_pages_and_forms_is_a_clear_error_and_writes_nothing(pool: PgPool) {
+    let api = Api::start(pool.clone()).await;
+    let (cookie, csrf) = log_in(&api, &api.admin).await;
+    let finished = jobwire_core::enqueue(&pool, &NewJob::new("noop", json!({})))
+        .await
+        .unwrap()
+        .job_id;
+    sqlx::query("UPDATE jobs SET state = 'CANCELLED', finished_at = now() WHERE job_id = $1")
+        .bind(finished)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let queued = jobwire_core::enqueue(&pool, &NewJob::new("noop", json!({})))
+        .await
+        .unwrap()
+        .job_id;
+    let get = |path: String| client().get(api.url(&path)).header(COOKIE, &cookie).send();
+    let post = |path: String, body: String| {
+        client()
+            .post(api.url(&path))
+            .header(COOKIE, &cookie)
+            .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+    };
+    for (path, status, code) in [
+        ("/ui/jobs/not-a-uuid".to_owned(), 400, "INVALID_JOB_ID"),
+        (format!("/ui/jobs/{}", Uuid::now_v7()), 404, "JOB_NOT_FOUND"),
+        ("/ui/jobs?state=LOST".to_owned(), 400, "INVALID_QUERY"),
+        ("/ui/jobs?after=yesterday".to_owned(), 400, "INVALID_QUERY"),
+        ("/ui/jobs?id=xyz".to_owned(), 400, "INVALID_QUERY"),
+        ("/ui/jobs?bogus=1".to_owned(), 400, "INVALID_QUERY"),
+        (
+            "/ui/dead-letters/retry?type=x".to_owned(),
+            400,
+            "FILTER_REQUIRED",
+        ),
+        (
+            "/ui/dead-letters?requeued=lots".to_owned(),
+            400,
+            "INVALID_QUERY",
+        ),
+        ("/ui/no-such-page".to_owned(), 404, "PAGE_NOT_FOUND"),
+        (format!("/ui/jobs/{}", "%00"), 400, "INVALID_JOB_ID"),
+    ] {
+        assert_page(get(path).await.unwrap(), status, code).await;
+    }
+    let with_csrf = |rest: &str| format!("csrf={csrf}{rest}");
+    for (path, body, status, code) in [
+        (
+            format!("/ui/jobs/{finished}/cancel"),
+            with_csrf(""),
+            409,
+            "JOB_FINISHED",
+        ),
+        (
+            format!("/ui/jobs/{queued}/replay"),
+            with_csrf(""),
+            409,
+            "WRONG_STATE",
+        ),
+        (
+            format!("/ui/jobs/{}/replay", Uuid::now_v7()),
+            with_csrf(""),
+            404,
+            "JOB_NOT_FOUND",
+        ),
+        (
+            format!("/ui/jobs/{queued}/cancel"),
+            with_csrf("&force=1"),
+            400,
+            "INVALID_FORM",
+        ),
+        (
+            format!("/ui/jobs/{queued}/cancel"),
+            with_csrf(&format!("&csrf={csrf}")),
+            400,
+            "INVALID_FORM",
+        ),
+        (
+            "/ui/dead-letters/retry".to_owned(),
+            with_csrf("&type=noop"),
+            400,
+            "FILTER_REQUIRED",
+        ),
+        (
+            "/ui/dead-letters/retry".to_owned(),
+            with_csrf("&type=noop&errorCode=X&until=soon"),
+            400,
+            "INVALID_FORM",
+        ),
+        (
+            format!("/ui/queues/{}/pause", "q".repeat(300)),
+            with_csrf(""),
+            400,
+            "INVALID_QUEUE",
+        ),
+        (
+            "/ui/schedules/nope/pause".to_owned(),
+            with_csrf(""),
+            404,
+            "SCHEDULE_NOT_FOUND",
+        ),
+        (
+            format!("/ui/jobs/{queued}/cancel"),
+            String::new(),
+            403,
+            "CSRF_REJECTED",
+        ),
+    ] {
+        assert_page(post(path.clone(), body).await.unwrap(), status, code).await;
+    }
+    // A body over the limit is refused before anything reads it.
+    let huge = format!("csrf={csrf}&type={}", "x".repeat(2 * 1024 * 1024));
+    let response = post("/ui/dead-letters/retry".into(), huge).await.unwrap();
+    assert!(response.status().is_client_error(), "{}", response.status());
+
+    assert_eq!(
+        jobwire_core::job_status(&pool, queued).await.unwrap().state,
+        JobState::Queued
+    );
+    assert_eq!(
+        api.count("SELECT count(*) FROM job_audit").await,
+        0,
+        "nothing audited"
+    );
+    assert_eq!(
+        api.count("SELECT count(*) FROM job_queues").await,
+        0,
+        "no queue paused"
+    );
+}
