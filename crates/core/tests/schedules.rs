@@ -254,7 +254,7 @@ async fn each_job_records_its_occurrence_and_jitter_stays_in_its_window(pool: Pg
         let status = jobwire_core::list_jobs(&pool, &Default::default(), 1)
             .await
             .unwrap();
-        assert_eq!(status[0].schedule_name.as_deref(), Some("tick"));
+        assert_eq!(status.jobs[0].schedule_name.as_deref(), Some("tick"));
     }
 }
 

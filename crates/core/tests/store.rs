@@ -971,3 +971,82 @@ async fn waiting_jobs_cancel_at_once_and_finished_work_is_recorded_as_done(pool:
         JobState::Succeeded
     );
 }
+
+/// `rows` finished jobs of `job_type` in `state`, newest last (UUIDv7 ids
+/// in insertion order), written in one statement; their ids, oldest first.
+async fn insert_finished(
+    pool: &PgPool,
+    table: &str,
+    job_type: &str,
+    state: &str,
+    rows: i64,
+) -> Vec<Uuid> {
+    let sql = format!(
+        "INSERT INTO {table} (job_id, job_type, state, attempt_count, finished_at, payload)
+         SELECT jobwire_uuidv7(), $2, $3, 1, now(), '{{}}'
+         FROM generate_series(1, $1)
+         RETURNING job_id"
+    );
+    let mut ids: Vec<Uuid> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .bind(rows)
+        .bind(job_type)
+        .bind(state)
+        .fetch_all(pool)
+        .await
+        .unwrap();
+    ids.sort();
+    ids
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_rare_filter_reads_a_bounded_share_per_page_and_misses_nothing(pool: PgPool) {
+    use jobwire_core::{JobFilter, LIST_SCAN_ROWS};
+    // One dead letter, then more newer rows than one page reads in each
+    // table, then a second dead letter on top.
+    let oldest = insert_finished(&pool, "jobs", "rare", "FAILED", 1).await[0];
+    insert_finished(
+        &pool,
+        "jobs_history",
+        "filler",
+        "SUCCEEDED",
+        LIST_SCAN_ROWS + 10,
+    )
+    .await;
+    insert_finished(&pool, "jobs", "filler", "SUCCEEDED", LIST_SCAN_ROWS + 10).await;
+    let newest = insert_finished(&pool, "jobs_history", "rare", "FAILED", 1).await[0];
+    let mut filter = JobFilter {
+        state: Some(JobState::Failed),
+        ..JobFilter::default()
+    };
+    let mut found = Vec::new();
+    let mut pages = 0;
+    loop {
+        let page = jobwire_core::list_jobs(&pool, &filter, 50).await.unwrap();
+        pages += 1;
+        found.extend(page.jobs.iter().map(|job| job.job_id));
+        match page.next_before {
+            Some(next) => filter.before = Some(next),
+            None => break,
+        }
+        assert!(pages < 10, "the pages never end");
+    }
+    assert_eq!(found, vec![newest, oldest], "each match once, newest first");
+    assert!(pages >= 2, "the first page stopped after its share of ids");
+
+    // A common filter fills its page in the first, small window.
+    let common = JobFilter {
+        job_type: Some("filler".into()),
+        ..JobFilter::default()
+    };
+    let page = jobwire_core::list_jobs(&pool, &common, 50).await.unwrap();
+    assert_eq!(page.jobs.len(), 50);
+    assert!(page.jobs.iter().all(|job| job.job_type == "filler"));
+    assert_eq!(page.next_before, Some(page.jobs[49].job_id));
+
+    // Unfiltered, a full page ends where its last job is.
+    let page = jobwire_core::list_jobs(&pool, &JobFilter::default(), 3)
+        .await
+        .unwrap();
+    assert_eq!(page.jobs.len(), 3);
+    assert_eq!(page.next_before, Some(page.jobs[2].job_id));
+}

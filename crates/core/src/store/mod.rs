@@ -57,7 +57,7 @@ pub use tokens::{
     revoke_api_token,
 };
 pub use ui_sessions::{OpenedUiSession, create_ui_session, end_ui_session, find_ui_session};
-pub use views::{id_prefix_range, list_jobs, queue_overview};
+pub use views::{JobPage, LIST_SCAN_ROWS, id_prefix_range, list_jobs, queue_overview};
 
 /// The LISTEN/NOTIFY channel PostgreSQL-path workers listen on. The payload of
 /// each notification is the queue that has new claimable work.

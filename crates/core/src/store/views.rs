@@ -1,19 +1,38 @@
 //! Operator views over many jobs: a filtered, paged listing and the queues.
 
-use sqlx::PgExecutor;
+use sqlx::{PgExecutor, PgPool};
 
 use uuid::Uuid;
 
 use crate::{Error, JobFilter, JobStatus, QueueOverview, Result};
 
+/// Ids one page of a filtered listing reads at most, per table. A filter
+/// that matches few jobs (or none) would otherwise read the whole table for
+/// one page; bounded, a page costs about the same whatever the filter, and
+/// says where it stopped so the next one reads on.
+pub const LIST_SCAN_ROWS: i64 = 100_000;
+
+/// One page of a listing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobPage {
+    /// The jobs, newest first.
+    pub jobs: Vec<JobStatus>,
+    /// Where the next page starts (pass as [`JobFilter::before`]); `None`
+    /// on the last page. A page of a rare filter may hold fewer jobs than
+    /// asked for, even none, and still have a next page: it stopped after
+    /// reading [`LIST_SCAN_ROWS`] ids of a table.
+    pub next_before: Option<Uuid>,
+}
+
 /// Up to `limit` jobs matching `filter`, newest first (hot table and history
 /// together). For the next page, call again with `filter.before` set to the
-/// last job's id.
-pub async fn list_jobs<'c, E: PgExecutor<'c>>(
-    executor: E,
-    filter: &JobFilter,
-    limit: i64,
-) -> Result<Vec<JobStatus>> {
+/// page's `next_before`. With a state, queue, type or error-code filter a
+/// page reads at most [`LIST_SCAN_ROWS`] ids of each table: it finds where
+/// to stop, then reads the page, first in a window of `20 × limit` ids
+/// (at least 1,000), and only when that window holds too few matches in the
+/// whole share (up to four statements).
+pub async fn list_jobs(pool: &PgPool, filter: &JobFilter, limit: i64) -> Result<JobPage> {
+    let limit = limit.max(0);
     let (first, last) = match &filter.id_prefix {
         Some(prefix) => {
             let (first, last) = id_prefix_range(prefix).ok_or_else(|| Error::InvalidJob {
@@ -24,17 +43,71 @@ pub async fn list_jobs<'c, E: PgExecutor<'c>>(
         }
         None => (None, None),
     };
+    let filtered = filter.state.is_some()
+        || filter.queue.is_some()
+        || filter.job_type.is_some()
+        || filter.error_code.is_some();
+    if !filtered {
+        // Every row matches: the page stops after `limit` rows by itself.
+        let jobs = page_between(pool, filter, limit, first, last).await?;
+        let next_before = full_page_end(&jobs, limit);
+        return Ok(JobPage { jobs, next_before });
+    }
+    // A small window first (a common filter fills its page there), then
+    // the whole share: a rare filter pays for the larger read, a common
+    // one does not.
+    let first_window = (limit * 20).clamp(1_000, LIST_SCAN_ROWS);
+    for window in [first_window, LIST_SCAN_ROWS] {
+        let floor: Option<Uuid> = sqlx::query_scalar(include_str!("../../sql/list_jobs_floor.sql"))
+            .bind(filter.before)
+            .bind(first)
+            .bind(last)
+            .bind(window)
+            .fetch_one(pool)
+            .await?;
+        let bounded_first = match (first, floor) {
+            (Some(first), Some(floor)) => Some(first.max(floor)),
+            (first, floor) => first.or(floor),
+        };
+        let jobs = page_between(pool, filter, limit, bounded_first, last).await?;
+        let next_before = full_page_end(&jobs, limit);
+        if next_before.is_some() || floor.is_none() || window == LIST_SCAN_ROWS {
+            return Ok(JobPage {
+                next_before: next_before.or(floor),
+                jobs,
+            });
+        }
+    }
+    unreachable!("the last window always returns")
+}
+
+/// The jobs matching `filter` with ids from `first` to `last` (either end
+/// open), below `filter.before`, newest first, at most `limit`.
+async fn page_between(
+    pool: &PgPool,
+    filter: &JobFilter,
+    limit: i64,
+    first: Option<Uuid>,
+    last: Option<Uuid>,
+) -> Result<Vec<JobStatus>> {
     Ok(sqlx::query_as(include_str!("../../sql/list_jobs.sql"))
         .bind(filter.state)
         .bind(&filter.queue)
         .bind(&filter.job_type)
         .bind(filter.before)
-        .bind(limit.max(0))
+        .bind(limit)
         .bind(first)
         .bind(last)
         .bind(&filter.error_code)
-        .fetch_all(executor)
+        .fetch_all(pool)
         .await?)
+}
+
+/// Where the next page starts when this one came back full.
+fn full_page_end(jobs: &[JobStatus], limit: i64) -> Option<Uuid> {
+    (limit > 0 && jobs.len() as i64 == limit)
+        .then(|| jobs.last().map(|job| job.job_id))
+        .flatten()
 }
 
 /// The first and last job id starting with `prefix` (hex digits, dashes

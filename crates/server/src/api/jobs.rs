@@ -315,7 +315,9 @@ pub(crate) struct ListJobsQuery {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct JobPage {
     jobs: Vec<JobView>,
-    /// Pass as `after` for the next page; absent on the last page.
+    /// Pass as `after` for the next page; absent on the last page. With a
+    /// filter, a page reads at most 100,000 ids of each table, so a page may
+    /// hold fewer jobs than `limit`, even none, and still have a next page.
     #[serde(skip_serializing_if = "Option::is_none")]
     next_after: Option<Uuid>,
 }
@@ -324,7 +326,9 @@ const DEFAULT_PAGE: i64 = 50;
 const MAX_PAGE: i64 = 500;
 
 /// List jobs, newest first, filtered by state, queue, type, error code and id prefix. Pages are
-/// keyset pages: pass the previous page's `nextAfter` as `after`.
+/// keyset pages: pass the previous page's `nextAfter` as `after`, until it
+/// is absent. A filtered page reads at most 100,000 ids of each table, so
+/// it may be short (even empty) before the last page.
 #[utoipa::path(
     get,
     path = "/jobs",
@@ -371,13 +375,10 @@ pub(crate) async fn list_jobs(
         id_prefix: query.id_prefix,
         error_code: query.error_code,
     };
-    let jobs = jobwire_core::list_jobs(&state.pool, &filter, limit).await?;
-    let next_after = (jobs.len() as i64 == limit)
-        .then(|| jobs.last().map(|job| job.job_id))
-        .flatten();
+    let page = jobwire_core::list_jobs(&state.pool, &filter, limit).await?;
     Ok(Json(JobPage {
-        jobs: jobs.into_iter().map(JobView::from).collect(),
-        next_after,
+        jobs: page.jobs.into_iter().map(JobView::from).collect(),
+        next_after: page.next_before,
     }))
 }
 
