@@ -20,10 +20,14 @@ use browser::{Browser, Screen};
 use chrono::Utc;
 use fantoccini::Locator;
 use jobwire_consumer::{HandlerRegistry, JobContext, JobError, QueueConfig, Worker};
-use jobwire_core::{JobState, NewJob, ScheduleSpec, Scope};
+use jobwire_core::{Dispatch, JobState, NewJob, ScheduleSpec, Scope};
+use jobwire_relay::{Relay, RelayConfig};
 use jobwire_server::{HttpServer, Node, RunningNode};
+use jobwire_test_support::brokers;
 use jobwire_test_support::jobs::wait_for_state;
 use jobwire_test_support::worker::test_worker_config;
+use jobwire_transport::Transport;
+use jobwire_transport::rabbitmq::{RabbitConfig, RabbitTransport};
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -36,8 +40,14 @@ const HOSTILE_ERROR: &str =
 const HOSTILE_TITLE: &str = "<script>document.title='pwned'</script>";
 
 /// A worker and the HTTP server over `pool`, one node; the webhook
-/// endpoint answers 503 until `endpoint_up` is set.
-async fn start_node(pool: &PgPool, endpoint_up: Arc<AtomicBool>) -> (RunningNode, String) {
+/// endpoint answers 503 until `endpoint_up` is set. With `broker_queue`,
+/// that queue is dispatched through RabbitMQ (a topic of its own), with a
+/// relay in the node.
+async fn start_node(
+    pool: &PgPool,
+    endpoint_up: Arc<AtomicBool>,
+    broker_queue: Option<&str>,
+) -> (RunningNode, String) {
     let mut registry = HandlerRegistry::new();
     registry.register("deliver_webhook", move |_ctx: JobContext| {
         let up = endpoint_up.load(Ordering::SeqCst);
@@ -58,16 +68,32 @@ async fn start_node(pool: &PgPool, endpoint_up: Arc<AtomicBool>) -> (RunningNode
     registry.register("noop", |_ctx: JobContext| async { Ok(()) });
     let mut config = test_worker_config("default", 4);
     config.queues.push(QueueConfig::new("webhooks", 4));
-    let worker = Worker::new(pool.clone(), registry, config);
+    if let Some(queue) = broker_queue {
+        config.queues.push(QueueConfig::new(queue, 4));
+    }
+    let mut worker = Worker::new(pool.clone(), registry, config);
     let http = HttpServer::bind("127.0.0.1:0".parse().unwrap(), pool.clone())
         .await
         .unwrap();
     let base = format!("http://{}", http.local_addr().unwrap());
-    let node = Node::new(pool.clone())
-        .with_worker(worker)
-        .with_http(http)
-        .start()
-        .unwrap();
+    let mut node = Node::new(pool.clone());
+    if let Some(queue) = broker_queue {
+        let topic = format!("jobwire-dashboard-{}", Uuid::now_v7().simple());
+        jobwire_core::set_queue_dispatch(pool, queue, &Dispatch::Broker { topic })
+            .await
+            .unwrap();
+        let transport: Arc<dyn Transport> =
+            Arc::new(RabbitTransport::new(RabbitConfig::new(brokers::amqp_url())));
+        let relay_config = RelayConfig {
+            poll_interval: Duration::from_millis(100),
+            ..RelayConfig::default()
+        };
+        worker = worker.with_transport(transport.clone());
+        node = node
+            .with_relay(Relay::new(pool.clone(), transport.clone(), relay_config))
+            .closing(transport);
+    }
+    let node = node.with_worker(worker).with_http(http).start().unwrap();
     (node, base)
 }
 
@@ -76,15 +102,16 @@ async fn enqueue(pool: &PgPool, job: NewJob) -> Uuid {
 }
 
 /// What the dashboard has to show: dead letters (five webhooks, one job
-/// whose payload and error are markup), jobs that succeeded, one waiting an
-/// hour, and a schedule.
+/// whose payload and error are markup), jobs that succeeded (some through
+/// the broker queue `bulk` when there is one), one waiting an hour, and a
+/// schedule.
 struct Seeded {
     webhooks: Vec<Uuid>,
     hostile: Uuid,
     delayed: Uuid,
 }
 
-async fn seed(pool: &PgPool) -> Seeded {
+async fn seed(pool: &PgPool, broker_queue: bool) -> Seeded {
     let mut webhooks = Vec::new();
     for order in 0..5 {
         let job = NewJob::new("deliver_webhook", json!({"orderId": 7000 + order}))
@@ -104,6 +131,12 @@ async fn seed(pool: &PgPool) -> Seeded {
     let mut done = Vec::new();
     for i in 0..8 {
         done.push(enqueue(pool, NewJob::new("noop", json!({"n": i}))).await);
+    }
+    if broker_queue {
+        for i in 0..4 {
+            let job = NewJob::new("noop", json!({"n": i})).with_queue("bulk");
+            done.push(enqueue(pool, job).await);
+        }
     }
     let delayed = enqueue(
         pool,
@@ -171,8 +204,8 @@ async fn job_state(pool: &PgPool, id: Uuid) -> JobState {
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn an_operator_works_the_dashboard_end_to_end(pool: PgPool) {
     let endpoint_up = Arc::new(AtomicBool::new(false));
-    let (mut node, base) = start_node(&pool, endpoint_up.clone()).await;
-    let seeded = seed(&pool).await;
+    let (mut node, base) = start_node(&pool, endpoint_up.clone(), Some("bulk")).await;
+    let seeded = seed(&pool, true).await;
     let admin = token(&pool, "night-operator", Scope::Admin).await;
     let browser = Browser::start(Screen::Laptop).await;
 
@@ -197,7 +230,7 @@ async fn an_operator_works_the_dashboard_end_to_end(pool: PgPool) {
         "6",
         "dead letters"
     );
-    assert_eq!(browser.count("svg.spark").await, 2, "a chart per queue");
+    assert_eq!(browser.count("svg.spark").await, 3, "a chart per queue");
     look(&browser, "overview").await;
 
     // Jobs, filtered by state FAILED.
@@ -309,40 +342,38 @@ async fn an_operator_works_the_dashboard_end_to_end(pool: PgPool) {
     .unwrap();
     assert_eq!(audited, 5);
 
-    // Pause a PostgreSQL-path queue: it stops claiming; resume: it runs.
+    // Pause a queue on each path: it stops claiming; resume: it runs.
     browser.click_link("Queues").await;
-    let default_row = "#queues tr[data-queue='default']";
-    browser.click(&format!("{default_row} button")).await;
-    assert_eq!(
-        browser.text(&format!("{default_row} .queue-state")).await,
-        "paused"
-    );
-    let held = enqueue(&pool, NewJob::new("noop", json!({"while": "paused"}))).await;
-    // Fifteen of the worker's 100 ms polls (and its NOTIFY) go by.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let status = jobwire_core::job_status(&pool, held).await.unwrap();
-    assert_eq!(
-        status.state,
-        JobState::Queued,
-        "a paused queue claims nothing"
-    );
-    assert_eq!(status.attempt_count, 0);
-    browser.goto(&format!("{base}/ui/queues")).await;
-    assert_eq!(
-        browser
-            .text(&format!("{default_row} td:nth-child(4)"))
-            .await,
-        "1"
-    );
-    look(&browser, "queues").await;
-    browser.click(&format!("{default_row} button")).await;
-    assert_eq!(
-        browser.text(&format!("{default_row} .queue-state")).await,
-        "active"
-    );
-    wait_for_state(&pool, held, JobState::Succeeded, WAIT)
-        .await
-        .unwrap();
+    for queue in ["default", "bulk"] {
+        let row = format!("#queues tr[data-queue='{queue}']");
+        browser.click(&format!("{row} button")).await;
+        assert_eq!(browser.text(&format!("{row} .queue-state")).await, "paused");
+        let held = enqueue(
+            &pool,
+            NewJob::new("noop", json!({"while": "paused"})).with_queue(queue),
+        )
+        .await;
+        // Fifteen of the worker's 100 ms polls (and the relay's) go by: a
+        // NOTIFY or a wake-up had time to arrive and be turned away.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let status = jobwire_core::job_status(&pool, held).await.unwrap();
+        assert_eq!(
+            status.state,
+            JobState::Queued,
+            "paused {queue} claimed a job"
+        );
+        assert_eq!(status.attempt_count, 0);
+        browser.goto(&format!("{base}/ui/queues")).await;
+        assert_eq!(browser.text(&format!("{row} td:nth-child(4)")).await, "1");
+        if queue == "bulk" {
+            look(&browser, "queues").await;
+        }
+        browser.click(&format!("{row} button")).await;
+        assert_eq!(browser.text(&format!("{row} .queue-state")).await, "active");
+        wait_for_state(&pool, held, JobState::Succeeded, WAIT)
+            .await
+            .unwrap();
+    }
 
     // Schedules: cron, zone, the next three fire times; pause it.
     browser.click_link("Schedules").await;
@@ -419,8 +450,8 @@ async fn an_operator_works_the_dashboard_end_to_end(pool: PgPool) {
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_jobs_markup_renders_as_text(pool: PgPool) {
-    let (mut node, base) = start_node(&pool, Arc::new(AtomicBool::new(false))).await;
-    let seeded = seed(&pool).await;
+    let (mut node, base) = start_node(&pool, Arc::new(AtomicBool::new(false)), None).await;
+    let seeded = seed(&pool, false).await;
     let reader = token(&pool, "auditor", Scope::Read).await;
     let browser = Browser::start(Screen::Laptop).await;
     log_in(&browser, &base, &reader).await;
@@ -463,8 +494,8 @@ async fn a_jobs_markup_renders_as_text(pool: PgPool) {
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_read_only_token_changes_nothing_and_forms_need_their_csrf_token(pool: PgPool) {
-    let (mut node, base) = start_node(&pool, Arc::new(AtomicBool::new(false))).await;
-    let seeded = seed(&pool).await;
+    let (mut node, base) = start_node(&pool, Arc::new(AtomicBool::new(false)), None).await;
+    let seeded = seed(&pool, false).await;
     let reader = token(&pool, "auditor", Scope::Read).await;
     let admin = token(&pool, "night-operator", Scope::Admin).await;
     let browser = Browser::start(Screen::Laptop).await;
