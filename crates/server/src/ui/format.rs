@@ -13,7 +13,7 @@ pub(crate) fn count(n: impl Into<i128>) -> String {
         out.push('-');
     }
     for (i, digit) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(digit);
