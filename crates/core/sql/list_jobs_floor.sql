@@ -1,9 +1,9 @@
 -- How far down one page of a filtered jobs list reads: in each table, the
 -- id $4 rows below $1 (within the id range $2 to $3), and the higher of the
 -- two. NULL when both tables hold fewer rows than that: the page reads to
--- the end. Only the primary keys are walked, so finding the floor costs
--- far less than the page it bounds; bounding the page keeps a filter that
--- matches nothing from reading the whole table.
+-- the end. Only the primary keys are walked (index-only where the
+-- visibility map allows); bounding the page keeps a filter that matches
+-- nothing from reading the whole table.
 SELECT greatest(
     (SELECT job_id FROM jobs
      WHERE ($1::uuid IS NULL OR job_id < $1)

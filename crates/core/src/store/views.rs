@@ -56,7 +56,7 @@ pub async fn list_jobs(pool: &PgPool, filter: &JobFilter, limit: i64) -> Result<
     // A small window first (a common filter fills its page there), then
     // the whole share: a rare filter pays for the larger read, a common
     // one does not.
-    let first_window = (limit * 20).clamp(1_000, LIST_SCAN_ROWS);
+    let first_window = limit.saturating_mul(20).clamp(1_000, LIST_SCAN_ROWS);
     for window in [first_window, LIST_SCAN_ROWS] {
         let floor: Option<Uuid> = sqlx::query_scalar(include_str!("../../sql/list_jobs_floor.sql"))
             .bind(filter.before)
@@ -65,10 +65,8 @@ pub async fn list_jobs(pool: &PgPool, filter: &JobFilter, limit: i64) -> Result<
             .bind(window)
             .fetch_one(pool)
             .await?;
-        let bounded_first = match (first, floor) {
-            (Some(first), Some(floor)) => Some(first.max(floor)),
-            (first, floor) => first.or(floor),
-        };
+        // The floor lies inside the id range, so it is the page's lower end.
+        let bounded_first = floor.or(first);
         let jobs = page_between(pool, filter, limit, bounded_first, last).await?;
         let next_before = full_page_end(&jobs, limit);
         if next_before.is_some() || floor.is_none() || window == LIST_SCAN_ROWS {

@@ -3,11 +3,13 @@
 //! rejection.
 
 use axum::extract::{Form, FromRequest, FromRequestParts, Path, Query, Request};
+use axum::http::StatusCode;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
 use super::error::UiError;
+use crate::api::error::ApiError;
 
 /// A posted form (`application/x-www-form-urlencoded`) of type `T`.
 pub(crate) struct UiForm<T>(pub T);
@@ -19,7 +21,12 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for UiForm<T> {
         Form::<T>::from_request(request, state)
             .await
             .map(|Form(form)| UiForm(form))
-            .map_err(|rejection| UiError::bad_request("INVALID_FORM", rejection.body_text()))
+            .map_err(|rejection| match rejection.status() {
+                StatusCode::PAYLOAD_TOO_LARGE => UiError::Api(ApiError::PayloadTooLarge {
+                    message: "The form is over the size limit.".into(),
+                }),
+                _ => UiError::bad_request("INVALID_FORM", rejection.body_text()),
+            })
     }
 }
 
@@ -69,11 +76,11 @@ impl<S: Send + Sync> FromRequestParts<S> for UiJobId {
 }
 
 /// A query or form value, with an empty one (a GET form's blank field)
-/// read as absent.
+/// read as absent. Not trimmed: a queue, type or error code may carry
+/// spaces of its own, and a filter must name exactly what it names.
 pub(crate) fn given(value: &Option<String>) -> Option<String> {
     value
         .as_deref()
-        .map(str::trim)
         .filter(|value| !value.is_empty())
         .map(str::to_owned)
 }

@@ -64,11 +64,26 @@ pub(crate) fn state_badge(state: JobState) -> Markup {
 }
 
 /// `text` escaped as one segment of a URL path (a space is %20 there, not
-/// the form encoding's +).
+/// the form encoding's +; a segment `.` or `..` would be resolved away by
+/// the browser, so its dots are escaped too).
 pub(crate) fn path_segment(text: &str) -> String {
+    if text == "." || text == ".." {
+        return text.replace('.', "%2E");
+    }
     url::form_urlencoded::byte_serialize(text.as_bytes())
         .collect::<String>()
         .replace('+', "%20")
+}
+
+/// How a queue's jobs travel: straight from the table, or through a
+/// broker topic.
+pub(crate) fn dispatch_path(queue: &jobwire_core::QueueOverview) -> Markup {
+    html! {
+        @match &queue.topic {
+            Some(topic) if queue.dispatch == "broker" => { "broker " code { (topic) } }
+            _ => { "PostgreSQL" }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -87,5 +102,13 @@ mod tests {
         assert_eq!(age(200.0), "3 min 20 s");
         assert_eq!(age(5.0 * 3600.0 + 120.0), "5 h 02 min");
         assert_eq!(age(3.0 * 86400.0), "3 d 00 h");
+    }
+
+    #[test]
+    fn path_segments_survive_the_browser() {
+        assert_eq!(path_segment("a b/c+d"), "a%20b%2Fc%2Bd");
+        assert_eq!(path_segment(".."), "%2E%2E");
+        assert_eq!(path_segment("."), "%2E");
+        assert_eq!(path_segment("v1.2"), "v1.2");
     }
 }

@@ -160,7 +160,7 @@ pub(crate) async fn list(
         }
         @if cut_short {
             p.muted #cut-short {
-                "This page read the newest " (count(jobwire_core::LIST_SCAN_ROWS)) " jobs of each table and found "
+                "This page read up to " (count(jobwire_core::LIST_SCAN_ROWS)) " jobs of each table and found "
                 @if jobs.is_empty() { "no match" } @else { "only " (jobs.len()) }
                 "; older jobs are not read yet. “Older →” reads on."
             }
@@ -271,7 +271,7 @@ pub(crate) async fn show(
         pre #payload { (payload) }
         h2 { "Audit trail" }
         div.table-wrap {
-            table.cards-on-phone {
+            table.cards-on-phone #audit {
                 thead { tr { th { "When" } th { "Action" } th { "Who" } th { "Reason" } } }
                 tbody {
                     @for entry in &audit {

@@ -10,7 +10,7 @@ use maud::{Markup, html};
 
 use super::chart::{self, Minutes};
 use super::error::UiError;
-use super::format::{age, count};
+use super::format::{age, count, dispatch_path};
 use super::layout::{Section, page};
 use super::session::Viewer;
 use crate::api::ApiState;
@@ -86,10 +86,7 @@ pub(crate) async fn overview(
                                 @if queue.paused { " " span.badge.paused { "paused" } }
                             }
                             td data-label="Path" {
-                                @match &queue.topic {
-                                    Some(topic) if queue.dispatch == "broker" => { "broker " code { (topic) } }
-                                    _ => { "PostgreSQL" }
-                                }
+                                (dispatch_path(queue))
                             }
                             td.num data-label="Queued" { (count(queue.queued)) }
                             td.num data-label="Running" { (count(queue.running + queue.cancel_requested)) }

@@ -7,7 +7,7 @@ use maud::{Markup, html};
 
 use super::error::UiError;
 use super::extract::{UiForm, UiPath};
-use super::format::{age, count, path_segment};
+use super::format::{age, count, dispatch_path, path_segment};
 use super::layout::{Section, page};
 use super::session::{ActionForm, Viewer};
 use crate::api::ApiState;
@@ -37,10 +37,7 @@ pub(crate) async fn list(viewer: Viewer, State(state): State<ApiState>) -> Resul
                         tr data-queue=(queue.queue) {
                             td data-label="Queue" { (queue.queue) }
                             td data-label="Path" {
-                                @match &queue.topic {
-                                    Some(topic) if queue.dispatch == "broker" => { "broker " code { (topic) } }
-                                    _ => { "PostgreSQL" }
-                                }
+                                (dispatch_path(queue))
                             }
                             td.queue-state data-label="State" {
                                 @if queue.paused { span.badge.paused { "paused" } } @else { span.badge.done { "active" } }
