@@ -1050,3 +1050,88 @@ async fn a_rare_filter_reads_a_bounded_share_per_page_and_misses_nothing(pool: P
     assert_eq!(page.jobs.len(), 3);
     assert_eq!(page.next_before, Some(page.jobs[2].job_id));
 }
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn the_dashboards_reads_count_what_they_say(pool: PgPool) {
+    use jobwire_core::JobFilter;
+    let exec = |sql: &'static str| {
+        let pool = pool.clone();
+        async move { sqlx::query(sql).execute(&pool).await.unwrap() }
+    };
+    // Finished per minute: three this minute in `jobs`, two ten minutes
+    // back in history, one two hours back (outside the hour).
+    let now_ids = insert_finished(&pool, "jobs", "a_type", "SUCCEEDED", 3).await;
+    insert_finished(&pool, "jobs_history", "b_type", "FAILED", 2).await;
+    insert_finished(&pool, "jobs_history", "old_type", "SUCCEEDED", 1).await;
+    exec("UPDATE jobs SET queue = 'alpha', finished_at = date_trunc('minute', now()) + interval '1 second'").await;
+    exec("UPDATE jobs_history SET queue = 'beta', finished_at = date_trunc('minute', now()) - interval '10 minutes' + interval '1 second' WHERE job_type = 'b_type'").await;
+    exec("UPDATE jobs_history SET finished_at = now() - interval '2 hours' WHERE job_type = 'old_type'").await;
+    let minutes = jobwire_core::finished_per_minute(&pool, 60).await.unwrap();
+    let got: Vec<(String, i32, i64)> = minutes
+        .into_iter()
+        .map(|m| (m.queue, m.minutes_ago, m.finished))
+        .collect();
+    assert_eq!(got, vec![("alpha".into(), 0, 3), ("beta".into(), 10, 2)]);
+
+    // Lease expiries in the last hour, both tables.
+    exec(
+        "UPDATE jobs SET lease_expired_at = now() - interval '5 minutes' WHERE job_type = 'a_type'",
+    )
+    .await;
+    exec("UPDATE jobs_history SET lease_expired_at = now() - interval '2 hours' WHERE job_type = 'old_type'").await;
+    exec("UPDATE jobs_history SET lease_expired_at = now() - interval '1 minute' WHERE job_type = 'b_type'").await;
+    assert_eq!(
+        jobwire_core::lease_expiries_since(&pool, 3600.0)
+            .await
+            .unwrap(),
+        5
+    );
+    assert_eq!(
+        jobwire_core::lease_expiries_since(&pool, 120.0)
+            .await
+            .unwrap(),
+        2
+    );
+
+    // The error-code filter names one dead-letter group.
+    exec("UPDATE jobs_history SET last_error_code = 'HTTP_503' WHERE job_type = 'b_type'").await;
+    let filter = JobFilter {
+        state: Some(JobState::Failed),
+        error_code: Some("HTTP_503".into()),
+        ..JobFilter::default()
+    };
+    let page = jobwire_core::list_jobs(&pool, &filter, 50).await.unwrap();
+    assert_eq!(page.jobs.len(), 2);
+    assert!(
+        page.jobs
+            .iter()
+            .all(|job| job.last_error_code.as_deref() == Some("HTTP_503"))
+    );
+    assert_eq!(page.next_before, None);
+
+    // A job's audit trail: who did what, oldest first.
+    let queued = enqueue(&pool, NewJob::new("noop", json!({}))).await;
+    assert!(
+        jobwire_core::job_audit_trail(&pool, queued, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    jobwire_core::request_cancel(&pool, queued, "night-operator")
+        .await
+        .unwrap();
+    let trail = jobwire_core::job_audit_trail(&pool, queued, 10)
+        .await
+        .unwrap();
+    assert_eq!(trail.len(), 1);
+    assert_eq!(
+        (trail[0].action.as_str(), trail[0].actor.as_str()),
+        ("cancel", "night-operator")
+    );
+    assert!(
+        jobwire_core::job_audit_trail(&pool, now_ids[0], 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

@@ -717,3 +717,34 @@ async fn one_job_is_replayed_found_by_id_prefix_and_shows_its_expired_lease(pool
     assert_eq!(body["lastErrorCode"], "LEASE_EXPIRED", "{body}");
     assert!(body["leaseExpiredAt"].is_string(), "{body}");
 }
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn the_error_code_filter_lists_one_dead_letter_group(pool: PgPool) {
+    let api = Api::start(pool.clone()).await;
+    sqlx::query(
+        "INSERT INTO jobs (job_id, job_type, state, attempt_count, finished_at, last_error_code)
+         SELECT jobwire_uuidv7(), 'deliver_webhook', 'FAILED', 1, now(), code
+         FROM unnest(ARRAY['HTTP_503', 'HTTP_503', 'HTTP_410']) AS code",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let (status, body) = parts(
+        api.get(
+            "/jobs?state=FAILED&type=deliver_webhook&errorCode=HTTP_503",
+            &api.read,
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let jobs = body["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 2, "{body}");
+    assert!(
+        jobs.iter().all(|job| job["lastErrorCode"] == "HTTP_503"),
+        "{body}"
+    );
+    assert!(body.get("nextAfter").is_none(), "{body}");
+}

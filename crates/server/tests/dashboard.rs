@@ -24,7 +24,7 @@ use jobwire_core::{Dispatch, JobState, NewJob, ScheduleSpec, Scope};
 use jobwire_relay::{Relay, RelayConfig};
 use jobwire_server::{HttpServer, Node, RunningNode};
 use jobwire_test_support::brokers;
-use jobwire_test_support::jobs::wait_for_state;
+use jobwire_test_support::jobs::{wait_for_state, wake_ups_for};
 use jobwire_test_support::worker::test_worker_config;
 use jobwire_transport::Transport;
 use jobwire_transport::rabbitmq::{RabbitConfig, RabbitTransport};
@@ -291,10 +291,17 @@ async fn an_operator_works_the_dashboard_end_to_end(pool: PgPool) {
     assert_eq!(browser.text("#job-state").await, "CANCELLED");
     assert_eq!(browser.text(".notice").await, "Cancelled.");
     assert_eq!(job_state(&pool, seeded.delayed).await, JobState::Cancelled);
-    let audit = browser.body_text().await;
-    assert!(
-        audit.contains("cancel") && audit.contains("night-operator"),
-        "{audit}"
+    assert_eq!(
+        browser
+            .text("#audit tbody tr:last-child td:nth-child(2)")
+            .await,
+        "cancel"
+    );
+    assert_eq!(
+        browser
+            .text("#audit tbody tr:last-child td:nth-child(3)")
+            .await,
+        "night-operator"
     );
 
     // Retry the webhook group once the endpoint is back: its count drops
@@ -348,13 +355,40 @@ async fn an_operator_works_the_dashboard_end_to_end(pool: PgPool) {
         let row = format!("#queues tr[data-queue='{queue}']");
         browser.click(&format!("{row} button")).await;
         assert_eq!(browser.text(&format!("{row} .queue-state")).await, "paused");
-        let held = enqueue(
+        // Enqueued in a transaction that shows its outbox row (on the
+        // broker path) before the relay can see it.
+        let mut tx = pool.begin().await.unwrap();
+        let held = jobwire_core::enqueue(
+            &mut *tx,
+            &NewJob::new("noop", json!({"while": "paused"})).with_queue(queue),
+        )
+        .await
+        .unwrap()
+        .job_id;
+        let written: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM job_outbox WHERE payload->>'job_id' = $1::text",
+        )
+        .bind(held)
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+        assert_eq!(written, i64::from(queue == "bulk"), "{queue}: its wake-up");
+        tx.commit().await.unwrap();
+        // Proof that the worker kept working meanwhile: a job enqueued
+        // after it on an active queue runs; on the broker path, the paused
+        // job's wake-up went out to the broker. Then fifteen more of the
+        // worker's 100 ms polls go by.
+        let control = enqueue(
             &pool,
-            NewJob::new("noop", json!({"while": "paused"})).with_queue(queue),
+            NewJob::new("noop", json!({"control": true})).with_queue("webhooks"),
         )
         .await;
-        // Fifteen of the worker's 100 ms polls (and the relay's) go by: a
-        // NOTIFY or a wake-up had time to arrive and be turned away.
+        wait_for_state(&pool, control, JobState::Succeeded, WAIT)
+            .await
+            .unwrap();
+        if queue == "bulk" {
+            wait_until_published(&pool, held).await;
+        }
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let status = jobwire_core::job_status(&pool, held).await.unwrap();
         assert_eq!(
@@ -563,8 +597,8 @@ async fn a_read_only_token_changes_nothing_and_forms_need_their_csrf_token(pool:
             .paused
     );
 
-    // An admin's form posted without its CSRF token, or with another
-    // session's, is refused and changes nothing.
+    // An admin's form posted without its CSRF token, or with a forged one,
+    // is refused and changes nothing.
     browser.goto(&format!("{base}/ui")).await;
     browser.click("form.who button").await;
     log_in(&browser, &base, &admin).await;
@@ -591,6 +625,20 @@ async fn a_read_only_token_changes_nothing_and_forms_need_their_csrf_token(pool:
 
     browser.close().await;
     node.stop().await.unwrap();
+}
+
+/// Wait until the relay has published `job_id`'s wake-up: the enqueue
+/// wrote it to the outbox in the same transaction, and the relay deletes a
+/// row once the broker has confirmed it.
+async fn wait_until_published(pool: &PgPool, job_id: Uuid) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while wake_ups_for(pool, job_id).await.unwrap() > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "wake-up of {job_id} never published"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 async fn queue_paused(pool: &PgPool, queue: &str) -> bool {

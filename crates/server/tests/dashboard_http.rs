@@ -210,7 +210,7 @@ async fn a_bad_login_gets_a_clear_answer_and_no_session(pool: PgPool) {
         request.send()
     };
     let with_cookie = Some(format!("jobwire_login={login}"));
-    // A wrong, malformed or revoked token: 401 and the form again.
+    // A wrong, a malformed or an empty token: 401 and the form again.
     for token in [
         "jw_0123456789abcdef_".to_owned() + &"ab".repeat(32),
         "hello".into(),
@@ -373,9 +373,12 @@ async fn bad_input_on_pages_and_forms_is_a_clear_error_and_writes_nothing(pool: 
         assert_page(post(path.clone(), body).await.unwrap(), status, code).await;
     }
     // A body over the limit is refused before anything reads it.
-    let huge = format!("csrf={csrf}&type={}", "x".repeat(2 * 1024 * 1024));
+    let huge = format!(
+        "csrf={csrf}&errorCode=E&type={}",
+        "x".repeat(2 * 1024 * 1024)
+    );
     let response = post("/ui/dead-letters/retry".into(), huge).await.unwrap();
-    assert!(response.status().is_client_error(), "{}", response.status());
+    assert_page(response, 413, "PAYLOAD_TOO_LARGE").await;
 
     assert_eq!(
         jobwire_core::job_status(&pool, queued).await.unwrap().state,
