@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use jobwire_core::{JobState, NewJob, Scope};
-use jobwire_test_support::{FlakyProxy, FreshDatabase};
+use jobwire_test_support::{FlakyProxy, FreshDatabase, free_port};
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -63,15 +63,6 @@ impl Drop for Process {
             .status();
         let _ = self.child.wait();
     }
-}
-
-/// A port nothing listens on right now (the process binds it a moment later).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// One process's /metrics, as a client with a `read` token sees it.

@@ -54,6 +54,16 @@ fn hidden_csrf(html: &str) -> String {
     html[at + 19..at + 19 + 64].to_owned()
 }
 
+/// `path` as the browser holding `cookie` asks for it.
+async fn get_with(api: &Api, path: &str, cookie: &str) -> reqwest::Response {
+    client()
+        .get(api.url(path))
+        .header(COOKIE, cookie)
+        .send()
+        .await
+        .unwrap()
+}
+
 /// The login form's CSRF cookie and field.
 async fn login_form(api: &Api) -> String {
     let response = client().get(api.url("/ui/login")).send().await.unwrap();
@@ -82,12 +92,7 @@ async fn log_in(api: &Api, token: &str) -> (String, String) {
         assert!(header.contains(flag), "{header} lacks {flag}");
     }
     let cookie = format!("jobwire_session={}", cookie_value(&header));
-    let page = client()
-        .get(api.url("/ui"))
-        .header(COOKIE, &cookie)
-        .send()
-        .await
-        .unwrap();
+    let page = get_with(api, "/ui", &cookie).await;
     assert_eq!(page.status(), 200);
     let csrf = hidden_csrf(&page.text().await.unwrap());
     (cookie, csrf)
@@ -143,12 +148,7 @@ async fn sessions_are_stored_hashed_and_end_with_logout_or_the_token(pool: PgPoo
     );
 
     // Security headers on every page.
-    let page = client()
-        .get(api.url("/ui/queues"))
-        .header(COOKIE, &cookie)
-        .send()
-        .await
-        .unwrap();
+    let page = get_with(&api, "/ui/queues", &cookie).await;
     let csp = page.headers()["content-security-policy"].to_str().unwrap();
     assert!(
         csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"),
@@ -166,12 +166,7 @@ async fn sessions_are_stored_hashed_and_end_with_logout_or_the_token(pool: PgPoo
         .await
         .unwrap();
     assert_eq!(out.status(), StatusCode::SEE_OTHER);
-    let after = client()
-        .get(api.url("/ui"))
-        .header(COOKIE, &cookie)
-        .send()
-        .await
-        .unwrap();
+    let after = get_with(&api, "/ui", &cookie).await;
     assert_eq!(
         after.status(),
         StatusCode::SEE_OTHER,
@@ -186,12 +181,7 @@ async fn sessions_are_stored_hashed_and_end_with_logout_or_the_token(pool: PgPoo
             .await
             .unwrap()
     );
-    let after = client()
-        .get(api.url("/ui"))
-        .header(COOKIE, &cookie)
-        .send()
-        .await
-        .unwrap();
+    let after = get_with(&api, "/ui", &cookie).await;
     assert_eq!(after.status(), StatusCode::SEE_OTHER);
 }
 

@@ -15,3 +15,12 @@ pub fn sqs_endpoint() -> String {
 pub fn kafka_bootstrap() -> String {
     std::env::var("KAFKA_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:9092".into())
 }
+
+/// A loopback port nothing listens on right now (a process the test starts
+/// binds it a moment later).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free loopback port")
+        .port()
+}

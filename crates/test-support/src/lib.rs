@@ -6,7 +6,7 @@
 //!
 //! - [`jobs`]: wait for jobs, expire a lease, count wake-ups, enqueue;
 //! - [`worker`]: handler options, worker and maintenance settings for tests;
-//! - [`brokers`]: broker addresses from the environment;
+//! - [`brokers`]: broker addresses from the environment, a free loopback port;
 //! - [`outbox`]: write outbox rows, drain a subscriber, count the outbox;
 //! - [`proxy`]: a TCP proxy a test can switch off to take a broker away;
 //! - [`database`]: a database of its own for one test.
@@ -21,6 +21,7 @@ pub mod outbox;
 pub mod proxy;
 pub mod worker;
 
+pub use brokers::free_port;
 pub use database::FreshDatabase;
 pub use jobs::{
     enqueue_ids, expire_lease, wait_for_all_finished, wait_for_job, wait_for_state, wake_ups_for,

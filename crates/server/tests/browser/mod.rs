@@ -14,6 +14,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
+use jobwire_test_support::free_port;
 use serde_json::json;
 use tokio::process::{Child, Command};
 
@@ -48,14 +49,6 @@ fn program(env: &str, name: &str) -> PathBuf {
                  chromium-driver), or set {env}"
             )
         })
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 impl Browser {
