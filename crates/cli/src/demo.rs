@@ -378,6 +378,19 @@ async fn serve_dashboard(
             format!("cannot listen on {addr} (is something else there? pass --serve ADDR)")
         })?;
     let addr = server.local_addr()?;
+    // A schedule to look at (the demo runs no scheduler, so it never fires
+    // here; a worker would). Putting it again keeps its timeline.
+    let digest = NewJob::new("noop", json!({"digest": "nightly"})).with_queue(QUEUE);
+    jobwire_core::put_schedule(
+        pool,
+        &jobwire_core::ScheduleSpec::new(
+            "demo-nightly-digest",
+            "30 2 * * *",
+            "Europe/Berlin",
+            digest,
+        ),
+    )
+    .await?;
     jobwire_core::revoke_api_token(pool, VIEWER_TOKEN).await?;
     let token =
         jobwire_core::create_api_token(pool, VIEWER_TOKEN, jobwire_core::Scope::Read).await?;
@@ -386,6 +399,7 @@ async fn serve_dashboard(
         "read-only token (log in with it; shown once): {}",
         token.secret
     );
+    println!("(every demo run kept in this database shows, and a schedule the demo put)");
     println!("serving until Ctrl-C");
     server.run(shutdown).await?;
     Ok(())

@@ -41,7 +41,7 @@ pub(crate) async fn groups(
             table.cards-on-phone #dead-letter-groups {
                 thead { tr {
                     th { "Type" } th { "Error code" } th.num { "Jobs" }
-                    th { "First failure" } th { "Last failure" } th { "Sample error" } th {}
+                    th { "First failure" } th { "Last failure" } th { "Newest error" } th {}
                 } }
                 tbody {
                     @for group in &groups {
@@ -54,7 +54,7 @@ pub(crate) async fn groups(
                             td.num.group-count data-label="Jobs" { (count(group.jobs)) }
                             td.nowrap data-label="First failure" { (maybe_time(group.first_failed_at)) }
                             td.nowrap data-label="Last failure" { (maybe_time(group.last_failed_at)) }
-                            td.error-text data-label="Sample error" { (group.sample_error.as_deref().unwrap_or("")) }
+                            td.error-text data-label="Newest error" { (group.sample_error.as_deref().unwrap_or("")) }
                             td.nowrap data-label="" {
                                 a href=(list_href(&[("state", "FAILED"), ("type", &group.job_type), ("errorCode", code)])) { "Jobs" }
                                 // A group without a code cannot be named to the bulk

@@ -79,11 +79,16 @@ impl IntoResponse for UiError {
                 p { a href="/ui" { "Back to the overview" } }
             }
         };
-        (
-            status,
-            page("Something went wrong", Section::None, None, body),
-        )
-            .into_response()
+        let title = match status {
+            StatusCode::NOT_FOUND => "Not found",
+            StatusCode::FORBIDDEN => "Not allowed",
+            StatusCode::CONFLICT => "Not in a state for that",
+            StatusCode::PAYLOAD_TOO_LARGE => "Too large",
+            StatusCode::SERVICE_UNAVAILABLE => "Unavailable: try again",
+            status if status.is_client_error() => "Bad request",
+            _ => "Something went wrong",
+        };
+        (status, page(title, Section::None, None, body)).into_response()
     }
 }
 

@@ -64,7 +64,7 @@ pub(crate) async fn overview(
             div.card {
                 div.label { "Lease expiries, last hour" }
                 div.value.warn[lease_expiries > 0] { (count(lease_expiries)) }
-                div.hint { "jobs whose worker died or froze" }
+                div.hint { "jobs whose worker died or froze (each counted once)" }
             }
         }
         h2 { "Finished per minute, all queues" }
@@ -113,10 +113,13 @@ pub(crate) async fn overview(
         div.cards {
             div.card { div.label { "Outbox rows waiting" } div.value { (count(outbox.waiting)) }
                        div.hint { (count(outbox.due)) " of them due" } }
-            div.card { div.label { "Oldest due row" } div.value.warn[outbox.oldest_due_age_s > 60.0] { (age(outbox.oldest_due_age_s)) }
+            div.card { div.label { "Oldest due row" }
+                       div.value.warn[outbox.oldest_due_age_s > 60.0] {
+                           @if outbox.due > 0 { (age(outbox.oldest_due_age_s)) } @else { "—" }
+                       }
                        div.hint { "how far the relay is behind" } }
             div.card { div.label { "Dead outbox rows" } div.value.warn[outbox.dead > 0] { (count(outbox.dead)) }
-                       div.hint { code { "jobwire outbox dead-letters" } } }
+                       div.hint { "see " code { "jobwire outbox dead-letters" } } }
         }
     };
     Ok(page("Overview", Section::Overview, Some(&viewer), body))
