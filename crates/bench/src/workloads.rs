@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::harness::{
     Measurement, Runs, clean_up, fresh_queue, progress_bar, run_pool, start, start_queues,
-    wait_for_queue,
+    unfinished, wait_for_queue,
 };
 use crate::{BenchConfig, Latency, PathUnderTest, RunResult};
 
@@ -224,11 +224,7 @@ pub async fn urgent_under_burst(
     .await?;
     // The bulk backlog must still be draining for the figure to mean
     // anything; report how much was left when the urgent stream ended.
-    let bulk_left: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM jobs WHERE queue = $1 AND finished_at IS NULL")
-            .bind(&bulk)
-            .fetch_one(pool)
-            .await?;
+    let bulk_left = unfinished(pool, &bulk).await?;
     tracing::info!(path = %path.name, bulk_left, "bench: urgent stream done");
     wait_for_queue(
         pool,
