@@ -222,3 +222,45 @@ async fn the_claim_index_holds_only_claimable_rows(pool: PgPool) {
     );
     assert!(!predicate.contains("SUCCEEDED"), "{predicate}");
 }
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn the_hot_tables_are_vacuumed_early(pool: PgPool) {
+    let options = |table: &'static str| {
+        let pool = pool.clone();
+        async move {
+            let options: Option<Vec<String>> =
+                sqlx::query_scalar("SELECT reloptions FROM pg_class WHERE relname = $1")
+                    .bind(table)
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap();
+            options.unwrap_or_default()
+        }
+    };
+    let jobs = options("jobs").await;
+    for wanted in [
+        "autovacuum_vacuum_scale_factor=0.01",
+        "autovacuum_vacuum_threshold=1000",
+        "autovacuum_vacuum_insert_threshold=1000",
+        "autovacuum_vacuum_cost_delay=1",
+    ] {
+        assert!(
+            jobs.iter().any(|option| option == wanted),
+            "jobs: {wanted} not in {jobs:?}"
+        );
+    }
+    let outbox = options("job_outbox").await;
+    for wanted in [
+        "autovacuum_vacuum_scale_factor=0",
+        "autovacuum_vacuum_threshold=1000",
+    ] {
+        assert!(
+            outbox.iter().any(|option| option == wanted),
+            "job_outbox: {wanted} not in {outbox:?}"
+        );
+    }
+    assert!(
+        options("jobs_history").await.is_empty(),
+        "jobs_history keeps the defaults"
+    );
+}
