@@ -30,7 +30,22 @@ pub enum Screen {
 pub struct Browser {
     pub client: Client,
     screen: Screen,
-    driver: Child,
+    driver: DriverGroup,
+}
+
+/// chromedriver in a process group of its own, which the Chromium it starts
+/// joins: dropping this (a test ending, or panicking halfway) kills them
+/// all, so no browser outlives its test.
+struct DriverGroup(Child);
+
+impl Drop for DriverGroup {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pid}")])
+                .status();
+        }
+    }
 }
 
 fn program(env: &str, name: &str) -> PathBuf {
@@ -60,6 +75,7 @@ impl Browser {
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .unwrap_or_else(|err| panic!("cannot start {}: {err}", chromedriver.display()));
@@ -106,7 +122,7 @@ impl Browser {
         Browser {
             client,
             screen,
-            driver,
+            driver: DriverGroup(driver),
         }
     }
 
@@ -232,12 +248,11 @@ impl Browser {
         wider.as_bool().unwrap()
     }
 
+    /// End the WebDriver session (Chromium quits), then the driver's group.
     pub async fn close(self) {
-        let Browser {
-            client, mut driver, ..
-        } = self;
+        let Browser { client, driver, .. } = self;
         let _ = client.close().await;
-        let _ = driver.kill().await;
+        drop(driver);
     }
 }
 
