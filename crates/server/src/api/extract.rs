@@ -129,6 +129,18 @@ impl<S: Send + Sync> FromRequestParts<S> for JobIdPath {
     }
 }
 
+/// A queue name as a path names it: 1 to 255 bytes, not only blanks (the
+/// API's and the dashboard's pause and resume both check it).
+pub(crate) fn check_queue_name(name: &str) -> Result<(), ApiError> {
+    if name.trim().is_empty() || name.len() > 255 {
+        return Err(ApiError::bad_request(
+            "INVALID_QUEUE",
+            "A queue name is 1 to 255 bytes.",
+        ));
+    }
+    Ok(())
+}
+
 /// The `{name}` of a queue path.
 pub(crate) struct QueuePath(pub String);
 
@@ -139,12 +151,7 @@ impl<S: Send + Sync> FromRequestParts<S> for QueuePath {
         let Path(name) = Path::<String>::from_request_parts(parts, state)
             .await
             .map_err(|rejection| ApiError::bad_request("INVALID_PATH", rejection.body_text()))?;
-        if name.trim().is_empty() || name.len() > 255 {
-            return Err(ApiError::bad_request(
-                "INVALID_QUEUE",
-                "A queue name is 1 to 255 bytes.",
-            ));
-        }
+        check_queue_name(&name)?;
         Ok(QueuePath(name))
     }
 }

@@ -15,7 +15,7 @@ use utoipa_axum::routes;
 mod auth;
 pub(crate) mod dead_letter;
 pub(crate) mod error;
-mod extract;
+pub(crate) mod extract;
 mod health;
 mod jobs;
 mod metrics;

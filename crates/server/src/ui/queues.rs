@@ -11,6 +11,7 @@ use super::format::{age, count, dispatch_path, path_segment};
 use super::layout::{Section, page};
 use super::session::{ActionForm, Viewer};
 use crate::api::ApiState;
+use crate::api::extract::check_queue_name;
 
 fn action_href(name: &str, action: &str) -> String {
     format!("/ui/queues/{}/{action}", path_segment(name))
@@ -78,12 +79,7 @@ async fn set_paused(
     paused: bool,
 ) -> Result<Response, UiError> {
     viewer.authorize(csrf, Scope::Admin)?;
-    if queue.trim().is_empty() || queue.len() > 255 {
-        return Err(UiError::bad_request(
-            "INVALID_QUEUE",
-            "A queue name is 1 to 255 bytes.",
-        ));
-    }
+    check_queue_name(&queue)?;
     jobwire_core::set_queue_paused(&state.pool, &queue, paused).await?;
     tracing::info!(actor = %viewer.token.name, %queue, paused, "queue pause changed from the dashboard");
     Ok(Redirect::to("/ui/queues").into_response())
