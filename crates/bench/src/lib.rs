@@ -8,6 +8,8 @@
 //! - **end to end**: concurrent producers, each job in a business
 //!   transaction of its own (a business row + the job), until all succeed;
 //!   and the same with a batch of business rows + jobs per transaction;
+//!   the single-job run is repeated (median and range), beside the plain
+//!   single-row commit rate of as many clients ([`commit_rate`]);
 //! - **latency at a steady rate** (open loop) and for **urgent jobs while a
 //!   bulk backlog drains**, from the database's own timestamps;
 //! - for broker paths, the **relay alone** (a backlog of outbox rows to the
@@ -24,6 +26,7 @@
 //! due at one instant, occurrences enqueued per second, and jitter's spread.
 #![warn(missing_docs)]
 
+mod commit_rate;
 mod cost;
 mod environment;
 mod harness;
@@ -34,6 +37,7 @@ mod results;
 mod schedules;
 mod workloads;
 
+pub use commit_rate::{CommitRate, commit_rate};
 pub use environment::{Environment, environment};
 pub use options::{BenchConfig, PathUnderTest};
 pub use relay_runs::{OutboxLag, RelayRun, outbox_lag, relay_alone};
@@ -53,8 +57,20 @@ pub async fn run_path(
 ) -> Result<PathReport> {
     tracing::info!(path = %path.name, jobs = path.jobs, "bench: drain");
     let drain = drain(pool, path, config).await?;
-    tracing::info!(path = %path.name, jobs = path.jobs, "bench: end to end");
-    let end_to_end_single = end_to_end(pool, path, config, 1).await?;
+    let commit_rate = if config.commit_probe.is_zero() {
+        None
+    } else {
+        tracing::info!(clients = config.producers, "bench: plain commit rate");
+        Some(commit_rate(pool, config.producers, config.commit_probe).await?)
+    };
+    let mut end_to_end_runs = Vec::new();
+    for run in 1..=config.end_to_end_runs.max(1) {
+        tracing::info!(path = %path.name, jobs = path.jobs, run, "bench: end to end");
+        end_to_end_runs.push(end_to_end(pool, path, config, 1).await?);
+    }
+    let mut by_rate = end_to_end_runs.clone();
+    by_rate.sort_by(|a, b| a.jobs_per_second.total_cmp(&b.jobs_per_second));
+    let end_to_end_single = by_rate.swap_remove(by_rate.len() / 2);
     tracing::info!(path = %path.name, jobs = path.jobs, batch = config.enqueue_batch, "bench: end to end, batched");
     let end_to_end_batched = end_to_end(pool, path, config, config.enqueue_batch).await?;
     tracing::info!(path = %path.name, rate = path.rate, "bench: steady rate");
@@ -69,6 +85,8 @@ pub async fn run_path(
         path: path.name.clone(),
         drain,
         end_to_end: end_to_end_single,
+        end_to_end_runs,
+        commit_rate,
         end_to_end_batched,
         steady_rate,
         rate: path.rate,

@@ -38,6 +38,12 @@ pub struct BenchConfig {
     pub urgent_rate: u32,
     /// Producers in the end-to-end run.
     pub producers: usize,
+    /// Single-job end-to-end runs per path (the report gives their median
+    /// and range: one run of a contended commit path says little).
+    pub end_to_end_runs: usize,
+    /// How long the plain commit-rate probe runs before the single-job
+    /// end-to-end runs (zero: not measured).
+    pub commit_probe: Duration,
     /// Bytes of filler in each job's payload.
     pub payload_bytes: usize,
     /// Jobs (and business rows) per transaction in the batched end-to-end run.
@@ -67,6 +73,8 @@ impl Default for BenchConfig {
             rate_duration: Duration::from_secs(10),
             urgent_rate: 50,
             producers: 8,
+            end_to_end_runs: 5,
+            commit_probe: Duration::from_secs(5),
             payload_bytes: 100,
             enqueue_batch: 100,
             relay_batch_size: 1000,

@@ -57,8 +57,9 @@ pub fn table(environment: &Environment, reports: &[PathReport]) -> String {
         );
     }
     out.push_str(
-        "\ncommits, WAL and rows per job are for the drain run; bad = jobs lost or run more than once, over the three runs (must be 0)\n\n",
+        "\ncommits, WAL and rows per job are for the drain run; e2e/s is the median single-job run; bad = jobs lost or run more than once, over every run (must be 0)\n\n",
     );
+    single_job_runs(&mut out, reports);
     let _ = writeln!(
         out,
         "{:<10} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} | {:>6} {:>8} {:>8} {:>7} {:>9}",
@@ -128,6 +129,50 @@ pub fn table(environment: &Environment, reports: &[PathReport]) -> String {
         );
     }
     out
+}
+
+/// The single-job end-to-end runs: median, range and each run, beside the
+/// plain commit rate measured just before them.
+fn single_job_runs(out: &mut String, reports: &[PathReport]) {
+    let _ = writeln!(
+        out,
+        "{:<10} {:>5} {:>9} {:>17} {:>12} {:>11} {:>9} | runs, jobs/s",
+        "e2e 1/tx", "runs", "median/s", "min-max/s", "commits/job", "commit/s", "e2e/plain"
+    );
+    for report in reports {
+        let rates: Vec<f64> = report
+            .end_to_end_runs
+            .iter()
+            .map(|run| run.jobs_per_second)
+            .collect();
+        let (min, max) = rates.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), r| {
+            (lo.min(*r), hi.max(*r))
+        });
+        let median = report.end_to_end.jobs_per_second;
+        let (plain, ratio) = match &report.commit_rate {
+            Some(rate) => (
+                format!("{:.0} {}", rate.commits_per_second, rate.tool),
+                format!("{:.2}", median / rate.commits_per_second),
+            ),
+            None => ("-".into(), "-".into()),
+        };
+        let each: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
+        let _ = writeln!(
+            out,
+            "{:<10} {:>5} {:>9.0} {:>17} {:>12.3} {:>11} {:>9} | {}",
+            report.path,
+            rates.len(),
+            median,
+            format!("{min:.0}-{max:.0}"),
+            report.end_to_end.cost.commits_per_job,
+            plain,
+            ratio,
+            each.join(" ")
+        );
+    }
+    out.push_str(
+        "\ne2e 1/tx = producers each committing a business row and one job per transaction; commit/s = plain single-row insert transactions per second with as many clients (pgbench, or the harness's own client where pgbench is missing), measured just before; e2e/plain = median / commit/s\n\n",
+    );
 }
 
 /// One group of bars per path, one bar per series, on a log scale.

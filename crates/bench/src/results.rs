@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::{OutboxLag, RelayRun};
+use crate::{CommitRate, OutboxLag, RelayRun};
 
 /// PostgreSQL's own counters before and after a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -70,8 +70,14 @@ pub struct PathReport {
     pub path: String,
     /// Drain of pre-enqueued jobs.
     pub drain: RunResult,
-    /// Producers, one business transaction per job.
+    /// Producers, one business transaction per job: the median of
+    /// `end_to_end_runs` (by jobs/s).
     pub end_to_end: RunResult,
+    /// Every single-job end-to-end run, in the order they ran.
+    pub end_to_end_runs: Vec<RunResult>,
+    /// The plain single-row commit rate with as many clients as producers,
+    /// measured right before the single-job runs (`None` when skipped).
+    pub commit_rate: Option<CommitRate>,
     /// Producers, `enqueue_batch` jobs per business transaction.
     pub end_to_end_batched: RunResult,
     /// Open-loop arrivals at a steady rate.
@@ -90,7 +96,11 @@ impl PathReport {
     /// Jobs lost or run more than once over the throughput runs (must be 0).
     pub fn lost_or_repeated(&self) -> usize {
         self.drain.lost_or_repeated
-            + self.end_to_end.lost_or_repeated
+            + self
+                .end_to_end_runs
+                .iter()
+                .map(|run| run.lost_or_repeated)
+                .sum::<usize>()
             + self.end_to_end_batched.lost_or_repeated
     }
 }

@@ -31,6 +31,7 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
         .args(["--lag-rate", "50"])
         .args(["--burst-jobs", "300", "--sqs-burst-jobs", "300"])
         .args(["--urgent-rate", "10"])
+        .args(["--e2e-runs", "2", "--commit-probe-seconds", "1"])
         // A run that stalls fails with the name of the run, not a hang.
         .args(["--timeout-seconds", "180"])
         // Keep the jobs, for the check of the table below.
@@ -77,6 +78,23 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
                 "{result}"
             );
         }
+        // Both single-job runs were kept, and the plain commit rate beside them.
+        let single_runs = result["end_to_end_runs"].as_array().unwrap();
+        assert_eq!(single_runs.len(), 2, "{result}");
+        for run in single_runs {
+            assert_eq!(run["jobs"], jobs, "{result}");
+            assert_eq!(run["lost_or_repeated"], 0, "{result}");
+        }
+        let commit_rate = &result["commit_rate"];
+        assert_eq!(commit_rate["clients"], 4, "{result}");
+        assert!(
+            commit_rate["commits_per_second"].as_f64().unwrap() > 0.0,
+            "{result}"
+        );
+        assert!(
+            ["pgbench", "in-process"].contains(&commit_rate["tool"].as_str().unwrap()),
+            "{result}"
+        );
         // Every job of the open-loop runs was measured.
         assert_eq!(result["steady_rate"]["jobs"], 100, "{result}");
         assert_eq!(result["urgent_under_burst"]["jobs"], 20, "{result}");
@@ -96,6 +114,7 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
         "{report}"
     );
     assert!(stdout.contains("drain/s"), "{stdout}");
+    assert!(stdout.contains("e2e/plain"), "{stdout}");
     let svg = std::fs::read_to_string(&chart).unwrap();
     assert!(svg.starts_with("<svg"), "{svg}");
     // Each path names its group of bars (a text element of its own).
@@ -115,9 +134,9 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
     .fetch_one(&pool)
     .await
     .unwrap();
-    // Per path: drain + end to end + batched, 100 steady-rate jobs, the
-    // bulk backlog of 300 and 20 urgent jobs.
-    let expected = 4 * (3 * 300 + 100 + 300 + 20) + (3 * 100 + 100 + 300 + 20);
+    // Per path: drain + two single-job end-to-end runs + batched, 100
+    // steady-rate jobs, the bulk backlog of 300 and 20 urgent jobs.
+    let expected = 4 * (4 * 300 + 100 + 300 + 20) + (4 * 100 + 100 + 300 + 20);
     assert_eq!((jobs, good), (expected, expected));
     let outbox_left: i64 = sqlx::query_scalar("SELECT count(*) FROM job_outbox")
         .fetch_one(&pool)

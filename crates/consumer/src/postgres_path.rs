@@ -1,12 +1,14 @@
 //! The PostgreSQL path of a queue: SKIP LOCKED claims, woken by
-//! LISTEN/NOTIFY with a jittered poll fallback.
+//! LISTEN/NOTIFY, polling again soon after each find (a commit may have
+//! skipped its NOTIFY, see [`IdlePoll`]) and at a jittered poll interval
+//! otherwise.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use jobwire_core::WAKE_CHANNEL;
-use jobwire_loop::{ListenEvent, POLL_SPREAD, Pause, jittered, sleep, sleep_or_notified};
+use jobwire_loop::{IdlePoll, ListenEvent, Pause, sleep, sleep_or_notified};
 use sqlx::PgPool;
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -26,6 +28,7 @@ pub(crate) async fn fetch_queue(
 ) {
     let slots = Arc::new(Semaphore::new(queue.concurrency));
     let mut error_pause = Pause::standard();
+    let mut idle = IdlePoll::new(poll_interval);
     // Whether the last claim filled every slot it asked for.
     let mut backlog = false;
     let enough = batch_size.min(queue.concurrency).div_ceil(2);
@@ -69,6 +72,9 @@ pub(crate) async fn fetch_queue(
                 crate::metrics::record_claims(&jobs, crate::metrics::ClaimPath::Postgres);
                 let got = jobs.len();
                 backlog = got == wanted;
+                if got > 0 {
+                    idle.found_work();
+                }
                 for (job, slot) in jobs.into_iter().zip(free.drain(..)) {
                     runtime.spawn(job, Some(slot));
                 }
@@ -93,10 +99,11 @@ pub(crate) async fn fetch_queue(
                 continue;
             }
         }
-        // The queue is drained for now: sleep until a NOTIFY, the poll tick
-        // (for delayed jobs and retries becoming due), or shutdown.
-        let poll = jittered(poll_interval, POLL_SPREAD);
-        if sleep_or_notified(poll, &wake_up, &stop)
+        // The queue is drained for now: sleep until a NOTIFY, the next idle
+        // poll (soon after a find, for commits that skipped their NOTIFY;
+        // the poll interval otherwise, for delayed jobs and retries becoming
+        // due), or shutdown.
+        if sleep_or_notified(idle.next_pause(), &wake_up, &stop)
             .await
             .is_cancelled()
         {

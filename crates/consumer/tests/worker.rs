@@ -104,6 +104,60 @@ async fn notify_wakes_an_idle_worker_without_waiting_for_the_poll(pool: PgPool) 
     worker.stop().await;
 }
 
+/// Every notification lost: another session holds the queue's wake token
+/// (the advisory lock a committing enqueue must take to NOTIFY), so no
+/// enqueue notifies. The worker's poll still finds the jobs.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn jobs_whose_notifications_are_all_lost_are_found_by_the_poll(pool: PgPool) {
+    let mut config = test_worker_config("work", 4);
+    config.poll_interval = Duration::from_millis(500);
+    let mut token_holder = pool.acquire().await.unwrap();
+    sqlx::query(
+        "SELECT pg_advisory_lock(hashtext('jobwire.' || 'jobwire_jobs'), hashtext('work'))",
+    )
+    .execute(&mut *token_holder)
+    .await
+    .unwrap();
+    let mut listener = sqlx::postgres::PgListener::connect_with(&pool)
+        .await
+        .unwrap();
+    listener.listen(jobwire_core::WAKE_CHANNEL).await.unwrap();
+
+    let worker = RunningWorker::start(&pool, builtin_registry(), config);
+    // Let the worker reach its idle wait (a full poll interval: it has not
+    // found work yet), then enqueue one job at a time, each committed alone.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut job_ids = Vec::new();
+    for i in 0..3 {
+        job_ids.push(
+            enqueue(
+                &pool,
+                NewJob::new("noop", json!({ "i": i })).with_queue("work"),
+            )
+            .await,
+        );
+    }
+    wait_for_all_finished(&pool, &job_ids, WAIT).await.unwrap();
+    let report = worker.stop().await;
+    assert_eq!((report.claimed, report.succeeded), (3, 3));
+
+    // No notification was sent for them: the poll alone found them.
+    let heard = tokio::time::timeout(Duration::from_millis(200), listener.recv()).await;
+    assert!(heard.is_err(), "a notification was sent: {heard:?}");
+
+    // With the token free again, an enqueue notifies.
+    sqlx::query("SELECT pg_advisory_unlock_all()")
+        .execute(&mut *token_holder)
+        .await
+        .unwrap();
+    enqueue(&pool, NewJob::new("noop", json!({})).with_queue("work")).await;
+    let notification = tokio::time::timeout(WAIT, listener.recv())
+        .await
+        .expect("an enqueue with the token free notifies")
+        .unwrap();
+    assert_eq!(notification.payload(), "work");
+}
+
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_poison_job_dead_letters_without_delaying_other_jobs(pool: PgPool) {
     let poison = enqueue(

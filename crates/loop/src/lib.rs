@@ -6,6 +6,9 @@
 //!   additive jitter — job retries and outbox row retries;
 //! - [`Pause`]: the same curve as a loop's state, for "something failed, wait
 //!   before trying again" (doubles per failure, resets on success);
+//! - [`IdlePoll`]: an idle loop's pauses — short right after it found work
+//!   (to pick up commits whose NOTIFY was skipped), doubling up to its poll
+//!   interval;
 //! - [`jittered`]: spread a fixed interval so many processes do not poll in
 //!   lockstep;
 //! - [`sleep`] and [`sleep_or_notified`]: sleeps that end early on shutdown
@@ -19,6 +22,7 @@
 #![warn(missing_docs)]
 
 mod backoff;
+mod idle;
 mod jitter;
 mod listen;
 mod pause;
@@ -26,6 +30,7 @@ mod setting;
 mod sleep;
 
 pub use backoff::Backoff;
+pub use idle::IdlePoll;
 pub use jitter::{POLL_SPREAD, jittered};
 pub use listen::{ListenEvent, listen};
 pub use pause::Pause;

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use jobwire_loop::{POLL_SPREAD, Pause, jittered, sleep, sleep_or_notified};
+use jobwire_loop::{IdlePoll, POLL_SPREAD, Pause, jittered, sleep, sleep_or_notified};
 use jobwire_transport::Transport;
 use sqlx::PgPool;
 use tokio::task::JoinSet;
@@ -113,6 +113,7 @@ impl Relay {
         shards: Option<Arc<tokio::sync::RwLock<Vec<i64>>>>,
     ) {
         let mut backoff = Pause::new(self.config.min_backoff, self.config.max_backoff);
+        let mut idle = IdlePoll::new(self.config.poll_interval);
         while !shutdown.is_cancelled() {
             let held = match &shards {
                 Some(shards) => Some(shards.read().await.clone()),
@@ -156,7 +157,10 @@ impl Relay {
                     if outcome.full {
                         continue; // a full batch: there is probably more
                     }
-                    let pause = self.idle_pause().await;
+                    if outcome.claimed > 0 {
+                        idle.found_work();
+                    }
+                    let pause = self.idle_pause(&mut idle).await;
                     if sleep_or_notified(pause, &wake, &shutdown)
                         .await
                         .is_cancelled()
@@ -176,12 +180,17 @@ impl Relay {
         }
     }
 
-    /// How long to sleep when nothing is due: until the next row of this
-    /// relay's lane becomes due, at most the poll interval. A row already
-    /// due that the pass did not get is held by another relay or task,
-    /// which will settle it: wait a moment rather than spin on it.
-    async fn idle_pause(&self) -> Duration {
+    /// How long to sleep when nothing is due: shortly after a pass that
+    /// found rows (a commit may have skipped its NOTIFY, see [`IdlePoll`]);
+    /// otherwise until the next row of this relay's lane becomes due, at
+    /// most the poll interval. A row already due that the pass did not get
+    /// is held by another relay or task, which will settle it: wait a
+    /// moment rather than spin on it.
+    async fn idle_pause(&self, idle: &mut IdlePoll) -> Duration {
         const HELD_ROWS_PAUSE: Duration = Duration::from_millis(5);
+        if let Some(short) = idle.next_short_pause() {
+            return short; // soon after work: no need to ask for the next due row
+        }
         let poll = jittered(self.config.poll_interval, POLL_SPREAD);
         let next: Result<Option<DateTime<Utc>>, sqlx::Error> = match &self.config.lane {
             TopicLane::All => {

@@ -401,6 +401,54 @@ async fn delayed_rows_are_published_when_due_not_before(pool: PgPool) {
     assert!(arrived >= due_at, "published {} early", due_at - arrived);
 }
 
+/// Every outbox notification lost: another session holds the outbox's wake
+/// token, so no insert notifies. The relay's poll still publishes the rows.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn rows_whose_notifications_are_all_lost_are_published_by_the_poll(pool: PgPool) {
+    let memory = MemoryTransport::default();
+    let mut subscriber = memory
+        .subscribe("unannounced", &SubscribeOptions::default())
+        .await
+        .unwrap();
+    let mut token_holder = pool.acquire().await.unwrap();
+    sqlx::query("SELECT pg_advisory_lock(hashtext('jobwire.' || 'jobwire_outbox'), hashtext(''))")
+        .execute(&mut *token_holder)
+        .await
+        .unwrap();
+    let mut listener = sqlx::postgres::PgListener::connect_with(&pool)
+        .await
+        .unwrap();
+    listener
+        .listen(jobwire_relay::OUTBOX_CHANNEL)
+        .await
+        .unwrap();
+    let config = RelayConfig {
+        poll_interval: Duration::from_millis(500),
+        ..fast_config()
+    };
+    let relay = RunningRelay::start(&pool, Arc::new(memory.clone()), config);
+    for i in 0..3 {
+        sqlx::query("INSERT INTO job_outbox (topic, payload) VALUES ('unannounced', $1)")
+            .bind(json!({ "i": i }))
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    let mut got = Vec::new();
+    while got.len() < 3 {
+        let batch = subscriber
+            .receive(3 - got.len(), Duration::from_secs(20))
+            .await
+            .unwrap();
+        assert!(!batch.is_empty(), "the poll did not publish the rows");
+        got.extend(batch);
+    }
+    wait_for_empty_outbox(&pool, Duration::from_secs(20)).await;
+    relay.stop().await;
+    let heard = tokio::time::timeout(Duration::from_millis(200), listener.recv()).await;
+    assert!(heard.is_err(), "a notification was sent: {heard:?}");
+}
+
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_relay_refuses_settings_that_cannot_work(pool: PgPool) {
     let config = RelayConfig {

@@ -33,6 +33,14 @@ pub(crate) struct BenchArgs {
     /// Concurrent producers in the end-to-end run.
     #[arg(long, default_value_t = 8)]
     producers: usize,
+    /// Single-job end-to-end runs per path: the report gives their median
+    /// and range.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    e2e_runs: u64,
+    /// Seconds of the plain commit-rate probe (pgbench with as many clients
+    /// as producers) before the single-job runs; 0 skips it.
+    #[arg(long, default_value_t = 5)]
+    commit_probe_seconds: u64,
     /// Filler bytes per job payload.
     #[arg(long, default_value_t = 100)]
     payload_bytes: usize,
@@ -119,6 +127,8 @@ pub(crate) async fn bench(pool: PgPool, args: BenchArgs) -> Result<()> {
             Duration::from_millis,
         ),
         producers: args.producers,
+        end_to_end_runs: args.e2e_runs as usize,
+        commit_probe: Duration::from_secs(args.commit_probe_seconds),
         payload_bytes: args.payload_bytes,
         rate_duration: Duration::from_secs(args.rate_seconds),
         urgent_rate: args.urgent_rate,
@@ -142,6 +152,7 @@ pub(crate) async fn bench(pool: PgPool, args: BenchArgs) -> Result<()> {
                 "environment": environment,
                 "workers": config.workers,
                 "producers": config.producers,
+                "e2e_runs": config.end_to_end_runs,
                 "payload_bytes": config.payload_bytes,
                 "rate_seconds": config.rate_duration.as_secs(),
                 "urgent_rate": config.urgent_rate,

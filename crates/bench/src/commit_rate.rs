@@ -1,0 +1,142 @@
+//! The machine's own ceiling for one-row transactions: how many single-row
+//! insert transactions per second `clients` connections commit, measured
+//! right before the single-job end-to-end runs so that the two figures come
+//! from the same moment of the same run.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+use sqlx::PgPool;
+
+/// What the probe measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CommitRate {
+    /// Concurrent connections (the end-to-end run's producer count).
+    pub clients: usize,
+    /// How long it ran.
+    pub seconds: f64,
+    /// Committed single-row insert transactions per second.
+    pub commits_per_second: f64,
+    /// `pgbench`, or `in-process` where pgbench is not installed (the
+    /// harness's own client: slower than pgbench, so a ratio against it
+    /// flatters jobwire; the report says which it was).
+    pub tool: &'static str,
+}
+
+/// The transaction pgbench runs: `BEGIN; INSERT one row; COMMIT`.
+const PGBENCH_SCRIPT: &str = "BEGIN;\nINSERT INTO bench_commit_rate (v) VALUES (1);\nCOMMIT;\n";
+
+/// Measure for `duration` with `clients` connections: pgbench when it is on
+/// the PATH, else the in-process equivalent.
+pub async fn commit_rate(pool: &PgPool, clients: usize, duration: Duration) -> Result<CommitRate> {
+    let clients = clients.max(1);
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS bench_commit_rate (id bigserial PRIMARY KEY, v int NOT NULL)",
+    )
+    .execute(pool)
+    .await?;
+    let measured = match pgbench(pool, clients, duration).await {
+        Ok(rate) => Ok(rate),
+        Err(err)
+            if err
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|err| err.kind() == std::io::ErrorKind::NotFound) =>
+        {
+            tracing::info!(error = %err, "pgbench is not available; measuring in process");
+            in_process(pool, clients, duration).await
+        }
+        Err(err) => Err(err),
+    };
+    sqlx::query("TRUNCATE bench_commit_rate")
+        .execute(pool)
+        .await?;
+    measured
+}
+
+/// pgbench with connections of its own to the harness's host, port, user
+/// and database (a password comes from pgbench's environment, `PGPASSWORD`
+/// or `~/.pgpass`); the script is read from its standard input.
+async fn pgbench(pool: &PgPool, clients: usize, duration: Duration) -> Result<CommitRate> {
+    use tokio::io::AsyncWriteExt as _;
+    let options = pool.connect_options();
+    let seconds = duration.as_secs().max(1);
+    let mut command = tokio::process::Command::new("pgbench");
+    command
+        .args([
+            "-n",
+            "-c",
+            &clients.to_string(),
+            "-j",
+            &clients.min(4).to_string(),
+        ])
+        .args(["-T", &seconds.to_string(), "-f", "-"])
+        .args([
+            "-h",
+            options.get_host(),
+            "-p",
+            &options.get_port().to_string(),
+        ])
+        .args(["-U", options.get_username()])
+        .arg(options.get_database().unwrap_or("postgres"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command.spawn()?;
+    let mut stdin = child.stdin.take().context("pgbench's stdin")?;
+    stdin.write_all(PGBENCH_SCRIPT.as_bytes()).await?;
+    drop(stdin);
+    let output = child.wait_with_output().await?;
+    if !output.status.success() {
+        bail!(
+            "pgbench failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let tps = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("tps = "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|number| number.parse::<f64>().ok())
+        .with_context(|| format!("no tps line in pgbench's output:\n{stdout}"))?;
+    Ok(CommitRate {
+        clients,
+        seconds: seconds as f64,
+        commits_per_second: tps,
+        tool: "pgbench",
+    })
+}
+
+/// The same transaction from `clients` tasks of this process.
+async fn in_process(pool: &PgPool, clients: usize, duration: Duration) -> Result<CommitRate> {
+    let started = Instant::now();
+    let deadline = started + duration;
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..clients {
+        let pool = pool.clone();
+        tasks.spawn(async move {
+            let mut conn = pool.acquire().await?;
+            let mut commits = 0u64;
+            while Instant::now() < deadline {
+                sqlx::query("INSERT INTO bench_commit_rate (v) VALUES (1)")
+                    .execute(&mut *conn)
+                    .await?;
+                commits += 1;
+            }
+            anyhow::Ok(commits)
+        });
+    }
+    let mut commits = 0;
+    while let Some(done) = tasks.join_next().await {
+        commits += done??;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(CommitRate {
+        clients,
+        seconds,
+        commits_per_second: commits as f64 / seconds,
+        tool: "in-process",
+    })
+}
