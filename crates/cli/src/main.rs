@@ -10,6 +10,7 @@ use cmd::relay::RelayArgs;
 use cmd::replay::ReplayArgs;
 use cmd::schedule::ScheduleCommand;
 use cmd::serve::ServeArgs;
+use cmd::tenant::TenantCommand;
 use cmd::token::TokenCommand;
 use cmd::worker::WorkerArgs;
 use sqlx::PgPool;
@@ -89,6 +90,9 @@ enum Command {
     /// The HTTP API's bearer tokens: create, list, revoke.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Per-queue caps on how many of one tenant's jobs run at once.
+    #[command(subcommand)]
+    Tenant(TenantCommand),
     /// Drain the outbox (`job_outbox`) into a broker until Ctrl-C / SIGTERM.
     Relay(RelayArgs),
     /// The outbox's dead letters: list them, move them back.
@@ -156,6 +160,7 @@ async fn run(command: Command, pool: PgPool) -> Result<()> {
         Command::Serve(args) => cmd::serve::serve(pool, args).await?,
         Command::Schedule(command) => cmd::schedule::schedule(&pool, command).await?,
         Command::Token(command) => cmd::token::token(&pool, command).await?,
+        Command::Tenant(command) => cmd::tenant::tenant(&pool, command).await?,
         Command::Outbox(command) => cmd::outbox::outbox(&pool, command).await?,
         Command::Bench(args) => cmd::bench::bench(pool, args).await?,
         Command::BenchSchedules(args) => cmd::bench_schedules::bench_schedules(pool, args).await?,

@@ -308,3 +308,99 @@ async fn a_database_without_the_schema_says_to_run_migrate() {
     pool.close().await;
     db.drop_database().await;
 }
+
+/// `jobwire tenant set|list` and `enqueue --tenant`: caps set and shown,
+/// bad input refused with a message and nothing written.
+#[tokio::test]
+async fn tenant_caps_from_the_command_line() {
+    let db = FreshDatabase::create().await;
+    assert!(jobwire(&db.url, &["migrate"]).status.success());
+    let set = jobwire(&db.url, &["tenant", "set", "imports", "--max-running", "3"]);
+    assert!(set.status.success(), "{}", stderr(&set));
+    assert!(
+        stdout(&set).contains("every tenant runs at most 3"),
+        "{}",
+        stdout(&set)
+    );
+    let set = jobwire(
+        &db.url,
+        &[
+            "tenant",
+            "set",
+            "imports",
+            "--tenant",
+            "bigco",
+            "--max-running",
+            "10",
+        ],
+    );
+    assert!(set.status.success(), "{}", stderr(&set));
+    let enqueued = jobwire(
+        &db.url,
+        &[
+            "enqueue",
+            "import_row",
+            "--queue",
+            "imports",
+            "--tenant",
+            "bigco",
+        ],
+    );
+    assert!(enqueued.status.success(), "{}", stderr(&enqueued));
+
+    let list = jobwire(&db.url, &["tenant", "list", "imports", "--json"]);
+    assert!(list.status.success(), "{}", stderr(&list));
+    let caps: serde_json::Value = serde_json::from_str(&stdout(&list)).unwrap();
+    assert_eq!(caps["default_max_running"], 3);
+    assert_eq!(caps["tenants"][0]["tenant"], "bigco");
+    assert_eq!(caps["tenants"][0]["max_running"], 10);
+    assert_eq!(caps["tenants"][0]["waiting"], 1);
+    let text = stdout(&jobwire(&db.url, &["tenant", "list", "imports"]));
+    assert!(text.contains("bigco") && text.contains("10"), "{text}");
+
+    // Refused, with a message, and nothing changed.
+    for (args, says) in [
+        (
+            vec!["tenant", "set", "imports", "--max-running", "0"],
+            "0 is not in 1",
+        ),
+        (vec!["tenant", "set", "imports"], "--max-running"),
+        (
+            vec![
+                "tenant",
+                "set",
+                "imports",
+                "--tenant",
+                " ",
+                "--max-running",
+                "2",
+            ],
+            "tenant",
+        ),
+        (vec!["enqueue", "import_row", "--tenant", ""], "tenant"),
+    ] {
+        let refused = jobwire(&db.url, &args);
+        assert!(!refused.status.success(), "{args:?} was accepted");
+        assert!(
+            stderr(&refused).contains(says),
+            "{args:?}: {}",
+            stderr(&refused)
+        );
+    }
+    let caps: serde_json::Value = serde_json::from_str(&stdout(&jobwire(
+        &db.url,
+        &["tenant", "list", "imports", "--json"],
+    )))
+    .unwrap();
+    assert_eq!(caps["default_max_running"], 3);
+    assert_eq!(caps["tenants"].as_array().unwrap().len(), 1);
+
+    let removed = jobwire(&db.url, &["tenant", "set", "imports", "--remove"]);
+    assert!(removed.status.success(), "{}", stderr(&removed));
+    assert!(
+        stdout(&removed).contains("no cap of its own"),
+        "{}",
+        stdout(&removed)
+    );
+    db.drop_database().await;
+}

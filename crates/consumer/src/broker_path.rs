@@ -36,6 +36,7 @@ fn count_miss(stats: &WorkerStats, topic: &str, miss: &ClaimMiss) {
         ClaimMiss::Contended => &stats.wake_ups_contended,
         ClaimMiss::Paused => &stats.wake_ups_paused,
         ClaimMiss::OtherQueue { .. } => &stats.wake_ups_other_queue,
+        ClaimMiss::Capped => &stats.wake_ups_capped,
         #[allow(unreachable_patterns)]
         _ => &stats.wake_ups_unknown,
     });

@@ -30,6 +30,7 @@ pub struct WorkerStats {
     pub(crate) wake_ups_contended: AtomicU64,
     pub(crate) wake_ups_paused: AtomicU64,
     pub(crate) wake_ups_other_queue: AtomicU64,
+    pub(crate) wake_ups_capped: AtomicU64,
     pub(crate) safety_net_claims: AtomicU64,
     pub(crate) completed_by_handler: AtomicU64,
 }
@@ -66,6 +67,7 @@ impl WorkerStats {
             wake_ups_contended: get(&self.wake_ups_contended),
             wake_ups_paused: get(&self.wake_ups_paused),
             wake_ups_other_queue: get(&self.wake_ups_other_queue),
+            wake_ups_capped: get(&self.wake_ups_capped),
             safety_net_claims: get(&self.safety_net_claims),
             completed_by_handler: get(&self.completed_by_handler),
         }
@@ -123,6 +125,9 @@ pub struct WorkerReport {
     /// topic (mis-routed): never claimed, so they cannot bypass that queue's
     /// own workers, slots and pause.
     pub wake_ups_other_queue: u64,
+    /// Wake-ups for a job whose tenant already ran as many jobs as its cap
+    /// allows: the job waits, and the next free slot of its tenant wakes it.
+    pub wake_ups_capped: u64,
     /// Broker-path jobs claimed straight from the table by the safety net
     /// because they waited past its bound: each one is a wake-up the broker
     /// path lost or delayed (a sign that path is unhealthy).

@@ -21,11 +21,11 @@ INSERT INTO jobs_history (job_id, queue, job_type, priority, payload, state, att
                           lease_generation, heartbeat_at, dedup_key, last_error_code,
                           last_error, created_at, updated_at, finished_at,
                           schedule_name, scheduled_for, cancel_requested_at,
-                          traceparent, tracestate, lease_expired_at)
+                          traceparent, tracestate, lease_expired_at, tenant)
 SELECT job_id, queue, job_type, priority, payload, state, attempt_count,
        max_attempts, run_after, lease_owner, lease_expires_at,
        lease_generation, heartbeat_at, dedup_key, last_error_code,
        last_error, created_at, updated_at, finished_at,
        schedule_name, scheduled_for, cancel_requested_at,
-       traceparent, tracestate, lease_expired_at
+       traceparent, tracestate, lease_expired_at, tenant
 FROM moved

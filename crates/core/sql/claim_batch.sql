@@ -3,13 +3,16 @@
 -- (lease_generation) and counts an attempt.
 -- $3 lease owner, $4 lease duration in milliseconds, $5 how long a job must
 -- have been due (0; the broker path's safety net asks for overdue jobs only).
+-- A queue with tenant caps yields nothing here: its claim is
+-- jobwire_claim_capped (the caller asks for it when this found nothing), so
+-- a claimer that has not noticed the cap takes too little, never too much.
 WITH picked AS (
     SELECT job_id
     FROM jobs
     WHERE queue = $1
       AND state IN ('QUEUED', 'RETRY_WAIT')
       AND run_after <= now() - $5 * interval '1 millisecond'
-      AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.queue = $1 AND q.paused)
+      AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.queue = $1 AND (q.paused OR q.tenant_capped))
     ORDER BY priority, run_after, job_id
     LIMIT $2
     FOR UPDATE SKIP LOCKED

@@ -3,7 +3,8 @@
 -- (job_type, dedup_key) -- committed earlier, or earlier in this same batch.
 -- A NULL job_id means the key is held by a transaction that committed while
 -- this statement ran; the caller retries those rows with a fresh snapshot.
--- Wake-ups (outbox row or NOTIFY) are written by the jobs_wake_inserted trigger.
+-- Wake-ups are written by the triggers: an outbox row by jobs_wake_inserted
+-- (a capped tenant's only with a slot), a NOTIFY at commit by jobs_wake_at_commit.
 -- A payload over job_settings.max_payload_bytes (the one limit every enqueue
 -- path reads) fails the whole statement with SQLSTATE JW413: nothing is written.
 -- The limit is read as an aggregate, one row whatever the planner thinks of
@@ -16,17 +17,17 @@ input AS (
     SELECT *
     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::jsonb[],
                 $6::integer[], $7::timestamptz[], $8::bigint[], $9::text[],
-                $10::text[], $11::text[])
+                $10::text[], $11::text[], $12::text[])
         WITH ORDINALITY AS t(job_id, queue, job_type, priority, payload,
                              max_attempts, run_at, delay_ms, dedup_key,
-                             traceparent, tracestate, ord)
+                             traceparent, tracestate, tenant, ord)
 ),
 inserted AS (
     INSERT INTO jobs (job_id, queue, job_type, priority, payload, max_attempts, run_after, dedup_key,
-                      traceparent, tracestate)
+                      traceparent, tracestate, tenant)
     SELECT i.job_id, i.queue, i.job_type, i.priority, i.payload, i.max_attempts,
            coalesce(i.run_at, now() + coalesce(i.delay_ms, 0) * interval '1 millisecond'),
-           i.dedup_key, i.traceparent, i.tracestate
+           i.dedup_key, i.traceparent, i.tracestate, i.tenant
     FROM input i
     CROSS JOIN payload_limit l
     WHERE CASE WHEN octet_length(i.payload::text) > l.max_bytes

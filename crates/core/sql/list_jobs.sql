@@ -8,7 +8,7 @@ SELECT * FROM (
     (SELECT job_id, queue, job_type, priority, payload, state, attempt_count, max_attempts,
             run_after, lease_owner, lease_expires_at, lease_generation, heartbeat_at,
             dedup_key, last_error_code, last_error, created_at, updated_at, finished_at,
-       schedule_name, scheduled_for, lease_expired_at,
+       schedule_name, scheduled_for, lease_expired_at, tenant,
             false AS archived
      FROM jobs
      WHERE ($1::text IS NULL OR state = $1)
@@ -24,7 +24,7 @@ SELECT * FROM (
     (SELECT job_id, queue, job_type, priority, payload, state, attempt_count, max_attempts,
             run_after, lease_owner, lease_expires_at, lease_generation, heartbeat_at,
             dedup_key, last_error_code, last_error, created_at, updated_at, finished_at,
-       schedule_name, scheduled_for, lease_expired_at,
+       schedule_name, scheduled_for, lease_expired_at, tenant,
             true AS archived
      FROM jobs_history
      WHERE ($1::text IS NULL OR state = $1)

@@ -5,7 +5,9 @@
 -- updated_at is touched so the next re-wake comes a grace period later.
 -- The caller skips this while the relay lags by more than the grace period
 -- (the wake-ups are then still in the outbox, not lost). Paused queues are
--- left alone: their jobs get wake-ups when the queue resumes.
+-- left alone: their jobs get wake-ups when the queue resumes. So is a capped
+-- tenant's job without a slot: it is waiting for one, not lost (a slot is
+-- handed over with its wake-up; jobwire_hand_out_free_slots covers the rest).
 WITH stale AS (
     SELECT j.job_id
     FROM jobs j
@@ -14,6 +16,8 @@ WITH stale AS (
                       WHERE q.dispatch = 'broker' AND NOT q.paused)
       AND j.run_after <= now() - $1 * interval '1 millisecond'
       AND j.updated_at <= now() - $1 * interval '1 millisecond'
+      AND (j.tenant IS NULL OR j.tenant_slot IS NOT NULL
+           OR jobwire_tenant_cap(j.queue, j.tenant) IS NULL)
     ORDER BY j.run_after
     LIMIT $2
     FOR UPDATE OF j SKIP LOCKED

@@ -3,6 +3,8 @@
 -- as misses, so every due claimable job of a broker-dispatched queue gets a
 -- fresh wake-up now (jobs not yet due still have theirs in the outbox), and
 -- a PostgreSQL-path queue gets a NOTIFY. Returns how many jobs were woken.
+-- A capped tenant's jobs are woken only with a slot: those handed one
+-- before the pause, and those its free slots are handed to now.
 WITH resumed AS (
     INSERT INTO job_queues (queue, paused)
     VALUES ($1, false)
@@ -19,8 +21,18 @@ woken AS (
     WHERE r.dispatch = 'broker'
       AND j.state IN ('QUEUED', 'RETRY_WAIT')
       AND j.run_after <= now()
+      AND (j.tenant IS NULL OR j.tenant_slot IS NOT NULL
+           OR jobwire_tenant_cap(j.queue, j.tenant) IS NULL)
     RETURNING 1
+),
+handed AS (
+    SELECT coalesce(jobwire_hand_out_free_slots(array_agg(f.queue), array_agg(f.tenant), 'resume'), 0)
+               AS woken
+    FROM (SELECT DISTINCT s.queue, s.tenant
+          FROM job_tenant_slots s
+          WHERE s.queue = $1 AND s.job_id IS NULL) f
+    HAVING count(*) > 0
 )
-SELECT (SELECT count(*) FROM woken) AS woken
+SELECT (SELECT count(*) FROM woken) + coalesce((SELECT woken FROM handed), 0) AS woken
 FROM resumed r
 LEFT JOIN LATERAL (SELECT pg_notify('jobwire_jobs', r.queue) WHERE r.dispatch = 'postgres') n ON true

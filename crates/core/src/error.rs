@@ -167,7 +167,7 @@ impl From<sqlx::Error> for Error {
 /// The typed error for a verdict the schema raised on an enqueue: JW400 names
 /// the field in its DETAIL, JW413 gives "<size> <limit>".
 fn enqueue_verdict(code: &str, detail: &str, message: &str) -> Option<Error> {
-    const FIELDS: [&str; 8] = [
+    const FIELDS: [&str; 9] = [
         "job_type",
         "queue",
         "priority",
@@ -175,6 +175,7 @@ fn enqueue_verdict(code: &str, detail: &str, message: &str) -> Option<Error> {
         "dedup_key",
         "traceparent",
         "tracestate",
+        "tenant",
         "payload",
     ];
     match code {

@@ -180,6 +180,10 @@ pub struct NewJob {
     /// The span it was enqueued in. `None`: the enqueue records the current
     /// `tracing` span's, if it belongs to an OpenTelemetry trace.
     pub trace_context: Option<crate::TraceContext>,
+    /// The customer (account, workspace) it works for; a queue can cap how
+    /// many of one tenant's jobs run at once (docs/tenants.md).
+    #[serde(default)]
+    pub tenant: Option<String>,
 }
 
 impl NewJob {
@@ -200,6 +204,7 @@ impl NewJob {
             delay: None,
             dedup_key: None,
             trace_context: None,
+            tenant: None,
         }
     }
 
@@ -236,6 +241,12 @@ impl NewJob {
     /// Make the enqueue idempotent under `key`.
     pub fn with_dedup_key(mut self, key: impl Into<String>) -> Self {
         self.dedup_key = Some(key.into());
+        self
+    }
+
+    /// Work for `tenant` (counted against the queue's per-tenant cap).
+    pub fn with_tenant(mut self, tenant: impl Into<String>) -> Self {
+        self.tenant = Some(tenant.into());
         self
     }
 
@@ -323,6 +334,10 @@ pub enum ClaimMiss {
         /// The job's queue.
         queue: String,
     },
+    /// Its tenant already runs as many jobs as its cap allows on this
+    /// queue. It waits: when one of them finishes, its slot is handed to the
+    /// tenant's next job, with a wake-up of its own.
+    Capped,
 }
 
 impl ClaimMiss {
@@ -336,6 +351,7 @@ impl ClaimMiss {
             ClaimMiss::Contended => "contended",
             ClaimMiss::Paused => "paused",
             ClaimMiss::OtherQueue { .. } => "other_queue",
+            ClaimMiss::Capped => "capped",
         }
     }
 }
@@ -491,6 +507,9 @@ pub struct JobStatus {
     /// When a lease on it last expired without a heartbeat (its worker died
     /// or froze), as the sweeper found it.
     pub lease_expired_at: Option<DateTime<Utc>>,
+    /// The tenant it works for, if any.
+    #[sqlx(default)]
+    pub tenant: Option<String>,
     /// True when read from `jobs_history`.
     pub archived: bool,
 }

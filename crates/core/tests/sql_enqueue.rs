@@ -18,6 +18,7 @@ struct Input {
     dedup_key: Option<String>,
     traceparent: Option<&'static str>,
     tracestate: Option<String>,
+    tenant: Option<String>,
 }
 
 /// The W3C specification's example.
@@ -33,6 +34,7 @@ fn input(job_type: &'static str) -> Input {
         dedup_key: None,
         traceparent: None,
         tracestate: None,
+        tenant: None,
     }
 }
 
@@ -48,6 +50,9 @@ async fn through_rust(pool: &PgPool, input: &Input) -> Result<Uuid, String> {
         .with_max_attempts(input.max_attempts);
     if let Some(key) = &input.dedup_key {
         job = job.with_dedup_key(key.clone());
+    }
+    if let Some(tenant) = &input.tenant {
+        job = job.with_tenant(tenant.clone());
     }
     if let Some(traceparent) = input.traceparent {
         job = job.with_trace_context(jobwire_core::TraceContext {
@@ -66,7 +71,7 @@ async fn through_sql(pool: &PgPool, input: &Input) -> Result<Uuid, String> {
     let result: Result<(Uuid, bool), sqlx::Error> = sqlx::query_as(
         "SELECT job_id, duplicate FROM jobwire_enqueue($1, payload => $2, queue => $3,
                 priority => $4, max_attempts => $5, dedup_key => $6,
-                traceparent => $7, tracestate => $8)",
+                traceparent => $7, tracestate => $8, tenant => $9)",
     )
     .bind(input.job_type)
     .bind(&input.payload)
@@ -76,6 +81,7 @@ async fn through_sql(pool: &PgPool, input: &Input) -> Result<Uuid, String> {
     .bind(&input.dedup_key)
     .bind(input.traceparent)
     .bind(&input.tracestate)
+    .bind(&input.tenant)
     .fetch_one(pool)
     .await;
     match result.map_err(Error::from) {
@@ -229,6 +235,30 @@ async fn rust_and_sql_apply_the_same_rules(pool: PgPool) {
                 ..input("a")
             },
             Some("dedup_key"),
+        ),
+        (
+            "blank tenant",
+            Input {
+                tenant: Some("  ".into()),
+                ..input("a")
+            },
+            Some("tenant"),
+        ),
+        (
+            "long tenant",
+            Input {
+                tenant: Some("t".repeat(256)),
+                ..input("a")
+            },
+            Some("tenant"),
+        ),
+        (
+            "tenant at the limit",
+            Input {
+                tenant: Some("t".repeat(255)),
+                ..input("c")
+            },
+            None,
         ),
         (
             "key at the limit",

@@ -748,3 +748,144 @@ async fn the_error_code_filter_lists_one_dead_letter_group(pool: PgPool) {
     );
     assert!(body.get("nextAfter").is_none(), "{body}");
 }
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn tenant_caps_over_http(pool: PgPool) {
+    let api = Api::start(pool).await;
+    let put = |path: &str, token: &str, body: Value| {
+        api.client
+            .put(api.url(path))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+    };
+    let (status, caps) = parts(
+        put(
+            "/queues/imports/tenant-cap",
+            &api.admin,
+            json!({"maxRunning": 3}),
+        )
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, caps["defaultMaxRunning"].clone()),
+        (200, json!(3)),
+        "{caps}"
+    );
+    let (status, caps) = parts(
+        put(
+            "/queues/imports/tenants/bigco",
+            &api.admin,
+            json!({"maxRunning": 10}),
+        )
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{caps}");
+    assert_eq!(caps["tenants"][0]["tenant"], "bigco");
+    assert_eq!(caps["tenants"][0]["maxRunning"], 10);
+
+    // An enqueue names its tenant, and the job shows it.
+    let (status, job) = enqueue(
+        &api,
+        json!({"type": "import_row", "queue": "imports", "tenant": "bigco"}),
+    )
+    .await;
+    assert_eq!(
+        (status, job["tenant"].clone()),
+        (201, json!("bigco")),
+        "{job}"
+    );
+    let (status, listed) = parts(
+        api.get("/queues/imports/tenants", &api.read)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(listed["tenants"][0]["waiting"], 1, "{listed}");
+
+    // Bad input: a clear 4xx, nothing changed.
+    for (path, body, code) in [
+        (
+            "/queues/imports/tenant-cap",
+            json!({"maxRunning": 0}),
+            "INVALID_FIELD",
+        ),
+        (
+            "/queues/imports/tenant-cap",
+            json!({"maxRunning": -1}),
+            "INVALID_FIELD",
+        ),
+        ("/queues/imports/tenant-cap", json!({}), "INVALID_FIELD"),
+        (
+            "/queues/imports/tenant-cap",
+            json!({"maxRunning": 3, "burst": 1}),
+            "INVALID_FIELD",
+        ),
+        (
+            "/queues/imports/tenants/%20",
+            json!({"maxRunning": 3}),
+            "INVALID_FIELD",
+        ),
+    ] {
+        let (status, body) = parts(put(path, &api.admin, body).await.unwrap()).await;
+        assert_eq!((status, error_code(&body)), (400, code), "{path}: {body}");
+    }
+    let (status, body) = enqueue(
+        &api,
+        json!({"type": "import_row", "queue": "imports", "tenant": "   "}),
+    )
+    .await;
+    assert_eq!(
+        (status, error_code(&body)),
+        (400, "INVALID_FIELD"),
+        "{body}"
+    );
+    assert_eq!(body["error"]["field"], "tenant");
+    // Scopes: reading is `read`, changing is `admin`.
+    let (status, body) = parts(
+        put(
+            "/queues/imports/tenant-cap",
+            &api.write,
+            json!({"maxRunning": 1}),
+        )
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!((status, error_code(&body)), (403, "FORBIDDEN"));
+    let (status, _) = parts(
+        api.client
+            .get(api.url("/queues/imports/tenants"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 401);
+    let caps = jobwire_core::tenant_caps(&api.pool, "imports")
+        .await
+        .unwrap();
+    assert_eq!(caps.default_max_running, Some(3), "nothing changed");
+
+    // Removing: the override, then the default.
+    let delete = |path: &str| {
+        api.client
+            .delete(api.url(path))
+            .bearer_auth(&api.admin)
+            .send()
+    };
+    let (status, caps) = parts(delete("/queues/imports/tenants/bigco").await.unwrap()).await;
+    assert_eq!(status, 200);
+    assert_eq!(caps["tenants"].as_array().unwrap().len(), 0, "{caps}");
+    let (status, caps) = parts(delete("/queues/imports/tenant-cap").await.unwrap()).await;
+    assert_eq!(
+        (status, caps["defaultMaxRunning"].clone()),
+        (200, Value::Null)
+    );
+}

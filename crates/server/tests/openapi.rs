@@ -36,6 +36,27 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("get", "/queues", "/queues"),
     ("post", "/queues/{name}/pause", "/queues/default/pause"),
     ("post", "/queues/{name}/resume", "/queues/default/resume"),
+    ("get", "/queues/{name}/tenants", "/queues/default/tenants"),
+    (
+        "put",
+        "/queues/{name}/tenant-cap",
+        "/queues/default/tenant-cap",
+    ),
+    (
+        "delete",
+        "/queues/{name}/tenant-cap",
+        "/queues/default/tenant-cap",
+    ),
+    (
+        "put",
+        "/queues/{name}/tenants/{tenant}",
+        "/queues/default/tenants/acme",
+    ),
+    (
+        "delete",
+        "/queues/{name}/tenants/{tenant}",
+        "/queues/default/tenants/acme",
+    ),
     ("get", "/schedules", "/schedules"),
     ("put", "/schedules/{name}", "/schedules/nightly"),
     ("get", "/schedules/{name}", "/schedules/nightly"),

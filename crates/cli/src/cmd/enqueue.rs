@@ -49,6 +49,9 @@ pub(crate) struct EnqueueArgs {
     /// Idempotency key: enqueueing the same (type, key) again returns the first job.
     #[arg(long)]
     dedup_key: Option<String>,
+    /// The tenant the job works for (counted against the queue's tenant cap).
+    #[arg(long)]
+    tenant: Option<String>,
     /// Print JSON instead of the bare id.
     #[arg(long)]
     json: bool,
@@ -64,6 +67,9 @@ pub(crate) async fn enqueue(pool: &PgPool, args: EnqueueArgs) -> Result<()> {
     }
     if let Some(key) = args.dedup_key {
         job = job.with_dedup_key(key);
+    }
+    if let Some(tenant) = args.tenant {
+        job = job.with_tenant(tenant);
     }
     let enqueued = jobwire_core::enqueue(pool, &job).await?;
     if args.json {

@@ -13,5 +13,6 @@ pub(crate) mod replay;
 pub(crate) mod schedule;
 pub(crate) mod serve;
 pub(crate) mod status;
+pub(crate) mod tenant;
 pub(crate) mod token;
 pub(crate) mod worker;

@@ -58,6 +58,14 @@ impl Reconciler {
     /// outbox lags by more than the grace period: the wake-ups are then
     /// still waiting for the relay, not lost.
     pub async fn reconcile_once(&self) -> Result<usize, jobwire_core::Error> {
+        // A capped tenant's free slot with a due job waiting and no wake-up
+        // on the way (a hand-over rolled back, a delayed job that became due
+        // while the tenant ran nothing): hand it over now. Not a lost
+        // wake-up, so not held back by the outbox lag.
+        let handed = jobwire_core::hand_out_free_tenant_slots(&self.pool).await?;
+        if handed > 0 {
+            tracing::info!(jobs = handed, "handed free tenant slots to waiting jobs");
+        }
         let lag = jobwire_core::outbox_lag(&self.pool).await?;
         if lag > self.config.grace {
             tracing::info!(?lag, "outbox lags behind; not re-waking jobs yet");

@@ -44,6 +44,7 @@ struct EnqueueColumns {
     dedup_keys: Vec<Option<String>>,
     traceparents: Vec<Option<String>>,
     tracestates: Vec<Option<String>>,
+    tenants: Vec<Option<String>>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -104,6 +105,9 @@ impl Enqueuer {
                 field: "dedup_key",
                 reason: format!("must be 1 to {MAX_DEDUP_KEY_LEN} bytes"),
             });
+        }
+        if let Some(tenant) = &job.tenant {
+            name("tenant", tenant)?;
         }
         if let Some(context) = &job.trace_context {
             context
@@ -190,6 +194,7 @@ impl Enqueuer {
                 columns
                     .tracestates
                     .push(trace.and_then(|trace| trace.tracestate.clone()));
+                columns.tenants.push(job.tenant.clone());
             }
             let rows: Vec<EnqueueRow> = sqlx::query_as(include_str!("../../sql/enqueue_many.sql"))
                 .bind(&columns.job_ids)
@@ -203,6 +208,7 @@ impl Enqueuer {
                 .bind(&columns.dedup_keys)
                 .bind(&columns.traceparents)
                 .bind(&columns.tracestates)
+                .bind(&columns.tenants)
                 .fetch_all(&mut *conn)
                 .await?;
             let mut unresolved = Vec::new();

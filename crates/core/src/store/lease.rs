@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::PgExecutor;
+use sqlx::{Acquire, PgExecutor, Postgres};
 use uuid::Uuid;
 
 use super::millis;
@@ -62,48 +62,64 @@ impl ClaimedRow {
 /// PostgreSQL-path claim: up to `limit` due jobs of `queue`, most urgent first
 /// (priority, then run_after), skipping rows other claimers hold. Each claim
 /// raises the job's generation and counts an attempt. A paused queue yields none.
-pub async fn claim_batch<'c, E: PgExecutor<'c>>(
-    executor: E,
+pub async fn claim_batch<'c, A: Acquire<'c, Database = Postgres>>(
+    conn: A,
     queue: &str,
     owner: &str,
     limit: usize,
     lease: Duration,
 ) -> Result<Vec<ClaimedJob>> {
-    claim_due_for(executor, queue, Duration::ZERO, owner, limit, lease).await
+    claim_due_for(conn, queue, Duration::ZERO, owner, limit, lease).await
 }
 
 /// The broker path's safety net: claim, straight from the table, up to
 /// `limit` jobs of `queue` that have been due for longer than `waited`
 /// (measured from `run_after`, which the reconciler does not touch) — jobs
 /// whose wake-ups the broker path lost or delayed. Same statement, order,
-/// fencing and pause rule as [`claim_batch`].
-pub async fn claim_overdue<'c, E: PgExecutor<'c>>(
-    executor: E,
+/// fencing and pause rule as [`claim_batch`]; on a queue with tenant caps,
+/// only jobs that were handed a slot (their wake-up was lost), and jobs
+/// under no cap.
+pub async fn claim_overdue<'c, A: Acquire<'c, Database = Postgres>>(
+    conn: A,
     queue: &str,
     waited: Duration,
     owner: &str,
     limit: usize,
     lease: Duration,
 ) -> Result<Vec<ClaimedJob>> {
-    claim_due_for(executor, queue, waited, owner, limit, lease).await
+    claim_due_for(conn, queue, waited, owner, limit, lease).await
 }
 
-async fn claim_due_for<'c, E: PgExecutor<'c>>(
-    executor: E,
+async fn claim_due_for<'c, A: Acquire<'c, Database = Postgres>>(
+    conn: A,
     queue: &str,
     due_for: Duration,
     owner: &str,
     limit: usize,
     lease: Duration,
 ) -> Result<Vec<ClaimedJob>> {
-    let rows: Vec<ClaimedRow> = sqlx::query_as(include_str!("../../sql/claim_batch.sql"))
+    let mut conn = conn.acquire().await?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut rows: Vec<ClaimedRow> = sqlx::query_as(include_str!("../../sql/claim_batch.sql"))
         .bind(queue)
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .bind(limit)
         .bind(owner)
         .bind(millis(lease))
         .bind(millis(due_for))
-        .fetch_all(executor)
+        .fetch_all(&mut *conn)
         .await?;
+    // The plain claim refuses a queue with tenant caps; only an empty claim
+    // can be one (an uncapped queue's empty claim costs one key lookup more).
+    if rows.is_empty() && super::tenants::is_capped(&mut conn, queue).await? {
+        rows = sqlx::query_as(include_str!("../../sql/claim_capped.sql"))
+            .bind(queue)
+            .bind(limit)
+            .bind(owner)
+            .bind(millis(lease))
+            .bind(millis(due_for))
+            .fetch_all(&mut *conn)
+            .await?;
+    }
     rows.into_iter().map(ClaimedRow::into_claimed).collect()
 }
 
@@ -124,6 +140,7 @@ struct ClaimByIdRow {
     seen_run_after: Option<DateTime<Utc>>,
     seen_queue: Option<String>,
     seen_paused: bool,
+    seen_capped: bool,
     queue: Option<String>,
     job_type: Option<String>,
     priority: Option<i16>,
@@ -148,8 +165,8 @@ fn missing(column: &str) -> Error {
 /// not paused, in one statement; say for each of the others why it was not
 /// claimable (unknown, held, finished, another queue's, paused, early,
 /// contended). Duplicate ids are claimed once.
-pub async fn claim_by_ids<'c, E: PgExecutor<'c>>(
-    executor: E,
+pub async fn claim_by_ids<'c, A: Acquire<'c, Database = Postgres>>(
+    conn: A,
     job_ids: &[Uuid],
     queues: &[String],
     owner: &str,
@@ -158,14 +175,16 @@ pub async fn claim_by_ids<'c, E: PgExecutor<'c>>(
     if job_ids.is_empty() {
         return Ok(ClaimByIds::default());
     }
+    let mut conn = conn.acquire().await?;
     let rows: Vec<ClaimByIdRow> = sqlx::query_as(include_str!("../../sql/claim_by_ids.sql"))
         .bind(job_ids)
         .bind(owner)
         .bind(millis(lease))
         .bind(queues)
-        .fetch_all(executor)
+        .fetch_all(&mut *conn)
         .await?;
     let mut outcome = ClaimByIds::default();
+    let mut capped = Vec::new();
     for row in rows {
         if row.claimed {
             outcome.claimed.push(
@@ -202,10 +221,31 @@ pub async fn claim_by_ids<'c, E: PgExecutor<'c>>(
             Some(_) if row.seen_paused => ClaimMiss::Paused,
             Some(_) => match row.seen_run_after {
                 Some(run_after) if run_after > Utc::now() => ClaimMiss::NotDue { run_after },
+                _ if row.seen_capped => {
+                    capped.push(row.requested_job_id);
+                    continue;
+                }
                 _ => ClaimMiss::Contended,
             },
         };
         outcome.missed.push((row.requested_job_id, miss));
+    }
+    if !capped.is_empty() {
+        // Jobs of capped tenants: claimed only into their tenant's slots.
+        let rows: Vec<ClaimedRow> = sqlx::query_as(include_str!("../../sql/claim_ids_capped.sql"))
+            .bind(&capped)
+            .bind(owner)
+            .bind(millis(lease))
+            .bind(queues)
+            .fetch_all(&mut *conn)
+            .await?;
+        for row in rows {
+            capped.retain(|id| *id != row.job_id);
+            outcome.claimed.push(row.into_claimed()?);
+        }
+        outcome
+            .missed
+            .extend(capped.into_iter().map(|id| (id, ClaimMiss::Capped)));
     }
     Ok(outcome)
 }

@@ -20,6 +20,7 @@ mod outbox;
 mod queues;
 mod schedules;
 mod settings;
+mod tenants;
 mod tokens;
 mod ui_sessions;
 mod views;
@@ -52,6 +53,9 @@ pub use schedules::{
     fire_due_schedules, get_schedule, list_schedules, put_schedule, set_schedule_paused,
 };
 pub use settings::{PAYLOAD_CEILING_BYTES, max_payload_bytes, set_max_payload_bytes};
+pub use tenants::{
+    TenantCap, TenantCaps, hand_out_free_tenant_slots, set_tenant_cap, tenant_caps, validate_tenant,
+};
 pub use tokens::{
     ApiToken, CreatedToken, Scope, authenticate_api_token, create_api_token, list_api_tokens,
     revoke_api_token,

@@ -156,6 +156,24 @@ impl<S: Send + Sync> FromRequestParts<S> for QueuePath {
     }
 }
 
+/// The `{name}` and `{tenant}` of a tenant path; a blank or over-long
+/// tenant is a 400 like a bad queue name.
+pub(crate) struct TenantPath(pub String, pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for TenantPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Path((queue, tenant)) = Path::<(String, String)>::from_request_parts(parts, state)
+            .await
+            .map_err(|rejection| ApiError::bad_request("INVALID_PATH", rejection.body_text()))?;
+        check_queue_name(&queue)?;
+        jobwire_core::validate_tenant(&tenant)
+            .map_err(|_| ApiError::invalid_field("tenant", "must be 1 to 255 bytes, not blank"))?;
+        Ok(TenantPath(queue, tenant))
+    }
+}
+
 /// The `{name}` of a schedule path.
 pub(crate) struct SchedulePath(pub String);
 

@@ -48,6 +48,10 @@ pub(crate) struct EnqueueRequest {
     /// (`duplicate: true`) while it is in the hot table.
     #[schema(example = "invoice-pdf:inv_7731")]
     idempotency_key: Option<String>,
+    /// The customer the job works for: a queue may cap how many of one
+    /// tenant's jobs run at once. Default: none (never capped).
+    #[schema(example = "acme")]
+    tenant: Option<String>,
 }
 
 fn empty_object() -> Value {
@@ -64,6 +68,9 @@ pub(crate) struct JobView {
     #[serde(rename = "type")]
     job_type: String,
     queue: String,
+    /// The tenant it works for, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tenant: Option<String>,
     priority: i16,
     /// QUEUED, RUNNING, RETRY_WAIT, SUCCEEDED, FAILED, CANCEL_REQUESTED or CANCELLED.
     #[schema(value_type = String, example = "QUEUED")]
@@ -104,6 +111,7 @@ impl From<JobStatus> for JobView {
             job_id: job.job_id,
             job_type: job.job_type,
             queue: job.queue,
+            tenant: job.tenant,
             priority: job.priority,
             state: job.state,
             attempts: job.attempt_count,
@@ -239,6 +247,9 @@ pub(crate) async fn enqueue_job(
     }
     if let Some(key) = request.idempotency_key {
         job = job.with_dedup_key(key);
+    }
+    if let Some(tenant) = request.tenant {
+        job = job.with_tenant(tenant);
     }
     if let Some(trace) = trace_context(&request_headers)? {
         job = job.with_trace_context(trace);

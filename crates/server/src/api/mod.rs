@@ -22,6 +22,7 @@ mod metrics;
 mod queues;
 pub(crate) mod request_id;
 mod schedules;
+mod tenants;
 
 use error::ApiError;
 
@@ -56,6 +57,7 @@ const BODY_LIMIT_BYTES: usize = jobwire_core::PAYLOAD_CEILING_BYTES + 64 * 1024;
         (name = "jobs", description = "Enqueue, read, list and cancel jobs"),
         (name = "dead letters", description = "FAILED jobs by type and error, and retrying them"),
         (name = "queues", description = "Queues: depth, age, pause and resume"),
+        (name = "tenants", description = "Per-tenant caps on running jobs, per queue"),
         (name = "schedules", description = "Recurring schedules: cron in a time zone, jitter, missed runs"),
         (name = "health", description = "Liveness and readiness (no token)"),
         (name = "meta", description = "This description and the Prometheus metrics"),
@@ -89,6 +91,12 @@ fn routes() -> (axum::Router<ApiState>, OpenApiDocument) {
         .routes(routes!(queues::list_queues))
         .routes(routes!(queues::pause_queue))
         .routes(routes!(queues::resume_queue))
+        .routes(routes!(tenants::list_tenants))
+        .routes(routes!(
+            tenants::put_default_cap,
+            tenants::delete_default_cap
+        ))
+        .routes(routes!(tenants::put_tenant_cap, tenants::delete_tenant_cap))
         .routes(routes!(schedules::list_schedules))
         .routes(routes!(
             schedules::put_schedule,

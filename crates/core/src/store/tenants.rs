@@ -1,0 +1,148 @@
+//! Tenants: per-queue caps on how many of one tenant's jobs run at once.
+//!
+//! The cap itself is enforced by the database (migration
+//! `20261201000009_tenant_caps.sql`): slot rows that a claim takes in the
+//! claim statement and a trigger frees on every way out of RUNNING. These
+//! functions set and read the caps.
+
+use serde::Serialize;
+use sqlx::{PgConnection, PgPool};
+
+use crate::{Error, Result};
+
+/// Longest tenant name accepted (as for queues and job types).
+const MAX_TENANT_LEN: usize = 255;
+
+/// The tenant caps of one queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TenantCaps {
+    /// The queue.
+    pub queue: String,
+    /// The cap of every tenant without an override (`None`: uncapped).
+    pub default_max_running: Option<i32>,
+    /// Tenants with an override or a slot.
+    pub tenants: Vec<TenantCap>,
+}
+
+/// One tenant of a queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
+pub struct TenantCap {
+    /// The tenant.
+    pub tenant: String,
+    /// Its own cap, when it has one.
+    pub override_max_running: Option<i32>,
+    /// The cap in force: the override, else the queue's default.
+    pub max_running: Option<i32>,
+    /// Its jobs running now.
+    pub running: i64,
+    /// Its jobs waiting (queued or waiting for a retry).
+    pub waiting: i64,
+}
+
+/// Check a tenant name as the enqueue does: not blank, at most 255 bytes.
+pub fn validate_tenant(tenant: &str) -> Result<()> {
+    if tenant.trim().is_empty() {
+        return Err(Error::InvalidArgument {
+            argument: "tenant",
+            reason: "must not be empty".into(),
+        });
+    }
+    if tenant.len() > MAX_TENANT_LEN {
+        return Err(Error::InvalidArgument {
+            argument: "tenant",
+            reason: format!("longer than {MAX_TENANT_LEN} bytes"),
+        });
+    }
+    Ok(())
+}
+
+/// Cap how many jobs of one tenant of `queue` run at once: `tenant = None`
+/// sets the queue's default for every tenant, `Some(t)` overrides it for
+/// `t`. `max_running = None` removes that cap (a removed override falls
+/// back to the default). Takes effect at the next claim; jobs already
+/// running over a lowered cap finish, and no new one starts until the
+/// tenant is under it.
+pub async fn set_tenant_cap(
+    pool: &PgPool,
+    queue: &str,
+    tenant: Option<&str>,
+    max_running: Option<u32>,
+) -> Result<()> {
+    if queue.trim().is_empty() || queue.len() > MAX_TENANT_LEN {
+        return Err(Error::InvalidArgument {
+            argument: "queue",
+            reason: format!("must be 1 to {MAX_TENANT_LEN} bytes, not blank"),
+        });
+    }
+    if let Some(tenant) = tenant {
+        validate_tenant(tenant)?;
+    }
+    let max_running = match max_running {
+        Some(0) => {
+            return Err(Error::InvalidArgument {
+                argument: "max_running",
+                reason: "must be at least 1 (remove the cap instead)".into(),
+            });
+        }
+        Some(n) => Some(i32::try_from(n).map_err(|_| Error::InvalidArgument {
+            argument: "max_running",
+            reason: format!("at most {}", i32::MAX),
+        })?),
+        None => None,
+    };
+    let mut tx = pool.begin().await?;
+    sqlx::query(include_str!("../../sql/set_tenant_cap.sql"))
+        .bind(queue)
+        .bind(tenant)
+        .bind(max_running)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("SELECT jobwire_refresh_tenant_capped($1)")
+        .bind(queue)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// The caps of `queue` and its tenants' running and waiting jobs.
+pub async fn tenant_caps(pool: &PgPool, queue: &str) -> Result<TenantCaps> {
+    let default_max_running: Option<i32> =
+        sqlx::query_scalar("SELECT tenant_max_running FROM job_queues WHERE queue = $1")
+            .bind(queue)
+            .fetch_optional(pool)
+            .await?
+            .flatten();
+    let tenants = sqlx::query_as(include_str!("../../sql/tenant_caps.sql"))
+        .bind(queue)
+        .fetch_all(pool)
+        .await?;
+    Ok(TenantCaps {
+        queue: queue.to_owned(),
+        default_max_running,
+        tenants,
+    })
+}
+
+/// Hand every free slot of a capped tenant on a broker queue to that
+/// tenant's next due job, with a wake-up (the reconciler's pass: slots
+/// normally hand themselves on when a job finishes). Returns how many
+/// jobs were woken.
+pub async fn hand_out_free_tenant_slots<'c, E: sqlx::PgExecutor<'c>>(executor: E) -> Result<u64> {
+    let handed: i32 = sqlx::query_scalar(include_str!("../../sql/hand_out_free_tenant_slots.sql"))
+        .fetch_one(executor)
+        .await?;
+    Ok(u64::try_from(handed).unwrap_or(0))
+}
+
+/// Whether any tenant of `queue` is capped (the plain claim then yields
+/// nothing and the capped claim is used).
+pub(crate) async fn is_capped(conn: &mut PgConnection, queue: &str) -> Result<bool> {
+    Ok(
+        sqlx::query_scalar("SELECT tenant_capped FROM job_queues WHERE queue = $1")
+            .bind(queue)
+            .fetch_optional(conn)
+            .await?
+            .unwrap_or(false),
+    )
+}

@@ -1,0 +1,234 @@
+//! Tenant caps in the store: the capped claim takes turns between tenants,
+//! never hands out more slots than the cap to concurrent claimers, and every
+//! way out of RUNNING gives the slot back.
+
+use std::time::Duration;
+
+use jobwire_core::{Dispatch, JobState, NewJob};
+use jobwire_test_support::expire_lease;
+use serde_json::json;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+const LEASE: Duration = Duration::from_secs(60);
+
+async fn enqueue_for(pool: &PgPool, queue: &str, tenant: &str, count: usize) -> Vec<Uuid> {
+    let jobs: Vec<NewJob> = (0..count)
+        .map(|i| {
+            NewJob::new("work", json!({ "i": i }))
+                .with_queue(queue)
+                .with_tenant(tenant)
+        })
+        .collect();
+    jobwire_test_support::enqueue_ids(pool, &jobs)
+        .await
+        .unwrap()
+}
+
+async fn held_slots(pool: &PgPool, queue: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM job_tenant_slots WHERE queue = $1 AND job_id IS NOT NULL",
+    )
+    .bind(queue)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_small_tenant_behind_a_large_backlog_starts_within_a_few_claims(pool: PgPool) {
+    jobwire_core::set_tenant_cap(&pool, "q", None, Some(100))
+        .await
+        .unwrap();
+    enqueue_for(&pool, "q", "big", 200).await;
+    let small = enqueue_for(&pool, "q", "small", 3).await;
+    let claimed = jobwire_core::claim_batch(&pool, "q", "w", 6, LEASE)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 6);
+    let small_claimed = claimed
+        .iter()
+        .filter(|job| small.contains(&job.lease.job_id))
+        .count();
+    // Turns: big, small, big, small, big, small — not six of the backlog.
+    assert_eq!(small_claimed, 3);
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn concurrent_claimers_never_take_more_slots_than_the_cap(pool: PgPool) {
+    jobwire_core::set_tenant_cap(&pool, "q", None, Some(3))
+        .await
+        .unwrap();
+    enqueue_for(&pool, "q", "acme", 100).await;
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(16));
+    let mut claimers = tokio::task::JoinSet::new();
+    for n in 0..16 {
+        let (pool, barrier) = (pool.clone(), barrier.clone());
+        claimers.spawn(async move {
+            barrier.wait().await;
+            jobwire_core::claim_batch(&pool, "q", &format!("w{n}"), 5, LEASE)
+                .await
+                .unwrap()
+                .len()
+        });
+    }
+    let mut claimed = 0;
+    while let Some(got) = claimers.join_next().await {
+        claimed += got.unwrap();
+    }
+    assert_eq!(claimed, 3);
+    let running: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM jobs WHERE queue = 'q' AND state = 'RUNNING'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!((running, held_slots(&pool, "q").await), (3, 3));
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn every_way_out_of_running_gives_the_slot_back(pool: PgPool) {
+    jobwire_core::set_tenant_cap(&pool, "q", None, Some(1))
+        .await
+        .unwrap();
+    enqueue_for(&pool, "q", "acme", 5).await;
+    let claim_one = || async {
+        let mut claimed = jobwire_core::claim_batch(&pool, "q", "w", 5, LEASE)
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), 1, "a cap of one");
+        claimed.remove(0)
+    };
+
+    let job = claim_one().await;
+    assert_eq!(held_slots(&pool, "q").await, 1);
+    jobwire_core::complete(&pool, "w", job.lease).await.unwrap();
+
+    let job = claim_one().await;
+    let state = jobwire_core::fail(
+        &pool,
+        "w",
+        job.lease,
+        Some(Duration::from_secs(3600)),
+        "E",
+        "retry later",
+    )
+    .await
+    .unwrap();
+    assert_eq!(state, JobState::RetryWait);
+
+    let job = claim_one().await;
+    jobwire_core::fail(&pool, "w", job.lease, None, "E", "fatal")
+        .await
+        .unwrap();
+
+    let job = claim_one().await;
+    jobwire_core::request_cancel(&pool, job.lease.job_id, "operator")
+        .await
+        .unwrap();
+    jobwire_core::acknowledge_cancel(&pool, "w", job.lease)
+        .await
+        .unwrap();
+
+    let job = claim_one().await;
+    expire_lease(&pool, job.lease.job_id).await.unwrap();
+    let swept = jobwire_core::sweep_expired_leases(&pool, 10).await.unwrap();
+    assert_eq!(swept.len(), 1);
+
+    // Each time the next job could start, and now nothing holds a slot.
+    assert_eq!(held_slots(&pool, "q").await, 0);
+    let slot_left: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM jobs WHERE tenant_slot IS NOT NULL")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(slot_left, 0);
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn an_override_and_an_uncapped_queue_and_tenantless_jobs(pool: PgPool) {
+    jobwire_core::set_tenant_cap(&pool, "q", None, Some(1))
+        .await
+        .unwrap();
+    jobwire_core::set_tenant_cap(&pool, "q", Some("vip"), Some(3))
+        .await
+        .unwrap();
+    enqueue_for(&pool, "q", "vip", 5).await;
+    enqueue_for(&pool, "q", "plain", 5).await;
+    let tenantless: Vec<NewJob> = (0..2)
+        .map(|i| NewJob::new("work", json!({ "i": i })).with_queue("q"))
+        .collect();
+    jobwire_test_support::enqueue_ids(&pool, &tenantless)
+        .await
+        .unwrap();
+    let claimed = jobwire_core::claim_batch(&pool, "q", "w", 50, LEASE)
+        .await
+        .unwrap();
+    // vip 3 (its override), plain 1 (the default), both tenantless (never capped).
+    assert_eq!(claimed.len(), 6);
+
+    let caps = jobwire_core::tenant_caps(&pool, "q").await.unwrap();
+    assert_eq!(caps.default_max_running, Some(1));
+    let vip = caps.tenants.iter().find(|t| t.tenant == "vip").unwrap();
+    assert_eq!(
+        (
+            vip.override_max_running,
+            vip.max_running,
+            vip.running,
+            vip.waiting
+        ),
+        (Some(3), Some(3), 3, 2)
+    );
+
+    // Caps removed: the plain claim again, for everything waiting.
+    jobwire_core::set_tenant_cap(&pool, "q", Some("vip"), None)
+        .await
+        .unwrap();
+    jobwire_core::set_tenant_cap(&pool, "q", None, None)
+        .await
+        .unwrap();
+    let rest = jobwire_core::claim_batch(&pool, "q", "w", 50, LEASE)
+        .await
+        .unwrap();
+    assert_eq!(rest.len(), 6);
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_broker_queue_wakes_a_capped_tenant_one_slot_at_a_time(pool: PgPool) {
+    jobwire_core::set_queue_dispatch(&pool, "b", &Dispatch::Broker { topic: "t".into() })
+        .await
+        .unwrap();
+    jobwire_core::set_tenant_cap(&pool, "b", None, Some(2))
+        .await
+        .unwrap();
+    let ids = enqueue_for(&pool, "b", "acme", 10).await;
+    let woken = |pool: PgPool| async move {
+        sqlx::query_scalar::<_, Uuid>("SELECT message_key::uuid FROM job_outbox ORDER BY id")
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+    };
+    assert_eq!(woken(pool.clone()).await, ids[..2].to_vec());
+
+    let queues = vec!["b".to_owned()];
+    // A wake-up for a job without a slot is a miss; the two woken ones claim.
+    let outcome = jobwire_core::claim_by_ids(&pool, &ids[..3], &queues, "c", LEASE)
+        .await
+        .unwrap();
+    assert_eq!(outcome.claimed.len(), 2);
+    assert_eq!(
+        outcome.missed,
+        vec![(ids[2], jobwire_core::ClaimMiss::Capped)]
+    );
+
+    // A finish hands its slot on, with the next job's wake-up.
+    jobwire_core::complete(&pool, "c", outcome.claimed[0].lease)
+        .await
+        .unwrap();
+    let woken_now = woken(pool.clone()).await;
+    assert_eq!(woken_now.len(), 3);
+    assert_eq!(woken_now[2], ids[2]);
+    let next = jobwire_core::claim_by_ids(&pool, &ids[2..3], &queues, "c", LEASE)
+        .await
+        .unwrap();
+    assert_eq!(next.claimed.len(), 1);
+}

@@ -1,0 +1,208 @@
+//! `/queues/{name}/tenants`: per-tenant caps on running jobs (admin to
+//! change, read to look).
+
+use axum::Json;
+use axum::extract::State;
+use jobwire_core::{TenantCap, TenantCaps};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::ApiState;
+use super::auth::{Admin, Reader};
+use super::error::{ApiError, ErrorEnvelope};
+use super::extract::{JsonBody, QueuePath, TenantPath};
+
+/// A cap on running jobs per tenant.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct CapRequest {
+    /// Most jobs of one tenant running at once (at least 1).
+    #[schema(example = 3, minimum = 1)]
+    max_running: u32,
+}
+
+/// One tenant of a queue.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct TenantView {
+    tenant: String,
+    /// Its own cap, if it has one.
+    override_max_running: Option<i32>,
+    /// The cap in force: its own, else the queue's default (absent: none).
+    max_running: Option<i32>,
+    /// Its jobs running now.
+    running: i64,
+    /// Its jobs waiting (queued or waiting for a retry).
+    waiting: i64,
+}
+
+impl From<TenantCap> for TenantView {
+    fn from(tenant: TenantCap) -> Self {
+        TenantView {
+            tenant: tenant.tenant,
+            override_max_running: tenant.override_max_running,
+            max_running: tenant.max_running,
+            running: tenant.running,
+            waiting: tenant.waiting,
+        }
+    }
+}
+
+/// A queue's tenant caps.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct TenantCapsView {
+    queue: String,
+    /// The cap of every tenant without one of its own (absent: none).
+    default_max_running: Option<i32>,
+    /// Tenants with a cap of their own, or that have run under a cap.
+    tenants: Vec<TenantView>,
+}
+
+impl From<TenantCaps> for TenantCapsView {
+    fn from(caps: TenantCaps) -> Self {
+        TenantCapsView {
+            queue: caps.queue,
+            default_max_running: caps.default_max_running,
+            tenants: caps.tenants.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+async fn caps_of(state: &ApiState, queue: &str) -> Result<Json<TenantCapsView>, ApiError> {
+    Ok(Json(
+        jobwire_core::tenant_caps(&state.pool, queue).await?.into(),
+    ))
+}
+
+/// A queue's tenant caps, and each capped tenant's running and waiting jobs.
+#[utoipa::path(
+    get,
+    path = "/queues/{name}/tenants",
+    tag = "tenants",
+    params(("name" = String, Path, description = "The queue")),
+    responses(
+        (status = 200, description = "OK", body = TenantCapsView),
+        (status = 400, description = "Bad queue name", body = ErrorEnvelope),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope),
+    ),
+    security(("bearer" = ["read"]))
+)]
+pub(crate) async fn list_tenants(
+    Reader(_token): Reader,
+    State(state): State<ApiState>,
+    QueuePath(queue): QueuePath,
+) -> Result<Json<TenantCapsView>, ApiError> {
+    caps_of(&state, &queue).await
+}
+
+/// Cap every tenant of a queue: at most `maxRunning` of one tenant's jobs
+/// run at once, across every worker and both paths.
+#[utoipa::path(
+    put,
+    path = "/queues/{name}/tenant-cap",
+    tag = "tenants",
+    params(("name" = String, Path, description = "The queue")),
+    request_body = CapRequest,
+    responses(
+        (status = 200, description = "The caps now", body = TenantCapsView),
+        (status = 400, description = "Bad queue name or body", body = ErrorEnvelope),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
+    ),
+    security(("bearer" = ["admin"]))
+)]
+pub(crate) async fn put_default_cap(
+    Admin(token): Admin,
+    State(state): State<ApiState>,
+    QueuePath(queue): QueuePath,
+    JsonBody(request): JsonBody<CapRequest>,
+) -> Result<Json<TenantCapsView>, ApiError> {
+    set_cap(&token, &state, &queue, None, Some(request.max_running)).await
+}
+
+/// Remove a queue's default tenant cap (overrides stay).
+#[utoipa::path(
+    delete,
+    path = "/queues/{name}/tenant-cap",
+    tag = "tenants",
+    params(("name" = String, Path, description = "The queue")),
+    responses(
+        (status = 200, description = "The caps now", body = TenantCapsView),
+        (status = 400, description = "Bad queue name", body = ErrorEnvelope),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
+    ),
+    security(("bearer" = ["admin"]))
+)]
+pub(crate) async fn delete_default_cap(
+    Admin(token): Admin,
+    State(state): State<ApiState>,
+    QueuePath(queue): QueuePath,
+) -> Result<Json<TenantCapsView>, ApiError> {
+    set_cap(&token, &state, &queue, None, None).await
+}
+
+/// Give one tenant of a queue a cap of its own.
+#[utoipa::path(
+    put,
+    path = "/queues/{name}/tenants/{tenant}",
+    tag = "tenants",
+    params(("name" = String, Path, description = "The queue"), ("tenant" = String, Path, description = "The tenant")),
+    request_body = CapRequest,
+    responses(
+        (status = 200, description = "The caps now", body = TenantCapsView),
+        (status = 400, description = "Bad queue name, tenant or body", body = ErrorEnvelope),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
+    ),
+    security(("bearer" = ["admin"]))
+)]
+pub(crate) async fn put_tenant_cap(
+    Admin(token): Admin,
+    State(state): State<ApiState>,
+    TenantPath(queue, tenant): TenantPath,
+    JsonBody(request): JsonBody<CapRequest>,
+) -> Result<Json<TenantCapsView>, ApiError> {
+    set_cap(
+        &token,
+        &state,
+        &queue,
+        Some(&tenant),
+        Some(request.max_running),
+    )
+    .await
+}
+
+/// Remove one tenant's own cap: it falls back to the queue's default.
+#[utoipa::path(
+    delete,
+    path = "/queues/{name}/tenants/{tenant}",
+    tag = "tenants",
+    params(("name" = String, Path, description = "The queue"), ("tenant" = String, Path, description = "The tenant")),
+    responses(
+        (status = 200, description = "The caps now", body = TenantCapsView),
+        (status = 400, description = "Bad queue name or tenant", body = ErrorEnvelope),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
+    ),
+    security(("bearer" = ["admin"]))
+)]
+pub(crate) async fn delete_tenant_cap(
+    Admin(token): Admin,
+    State(state): State<ApiState>,
+    TenantPath(queue, tenant): TenantPath,
+) -> Result<Json<TenantCapsView>, ApiError> {
+    set_cap(&token, &state, &queue, Some(&tenant), None).await
+}
+
+async fn set_cap(
+    token: &jobwire_core::ApiToken,
+    state: &ApiState,
+    queue: &str,
+    tenant: Option<&str>,
+    max_running: Option<u32>,
+) -> Result<Json<TenantCapsView>, ApiError> {
+    if max_running == Some(0) {
+        return Err(ApiError::invalid_field("maxRunning", "must be at least 1"));
+    }
+    jobwire_core::set_tenant_cap(&state.pool, queue, tenant, max_running).await?;
+    tracing::info!(actor = %token.name, %queue, ?tenant, ?max_running, "tenant cap changed");
+    caps_of(state, queue).await
+}

@@ -1,0 +1,228 @@
+//! Tenant caps across many workers, on both paths, against a real
+//! PostgreSQL (and RabbitMQ for the broker path): eight workers, a cap of
+//! three running jobs per tenant, a sampler reading the table every few
+//! milliseconds. No tenant ever has more than three jobs running; every job
+//! finishes, once.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jobwire_consumer::{HandlerRegistry, JobContext, Worker};
+use jobwire_core::{Dispatch, NewJob};
+use jobwire_relay::{Relay, RelayConfig};
+use jobwire_server::{Node, RunningNode};
+use jobwire_test_support::brokers;
+use jobwire_test_support::jobs::wait_for_all_finished;
+use jobwire_test_support::worker::test_worker_config;
+use jobwire_transport::Transport;
+use jobwire_transport::rabbitmq::{RabbitConfig, RabbitTransport};
+use serde_json::json;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+const CAP: u32 = 3;
+const WORKERS: usize = 8;
+const WAIT: Duration = Duration::from_secs(90);
+
+/// How often the handler ran each job.
+#[derive(Clone, Default)]
+struct Runs(Arc<Mutex<HashMap<Uuid, u32>>>);
+
+fn registry(runs: &Runs) -> HandlerRegistry {
+    let mut registry = HandlerRegistry::new();
+    let runs = runs.clone();
+    registry.register("tenant_work", move |ctx: JobContext| {
+        *runs.0.lock().unwrap().entry(ctx.job_id()).or_default() += 1;
+        async move {
+            // Long enough that the workers' 32 slots want far more than the
+            // caps allow, so the caps are what holds them back.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            Ok(())
+        }
+    });
+    registry
+}
+
+/// Jobs of three tenants: A with a backlog, B and C with a few each.
+async fn enqueue_tenants(pool: &PgPool, queue: &str) -> Vec<Uuid> {
+    let mut jobs = Vec::new();
+    for (tenant, count) in [("A", 60), ("B", 15), ("C", 15)] {
+        for i in 0..count {
+            jobs.push(
+                NewJob::new("tenant_work", json!({ "i": i }))
+                    .with_queue(queue)
+                    .with_tenant(tenant),
+            );
+        }
+    }
+    jobwire_test_support::enqueue_ids(pool, &jobs)
+        .await
+        .unwrap()
+}
+
+/// Read the running jobs per tenant every 3 ms until `stop`; the most each
+/// tenant ever had.
+fn sample_running(
+    pool: PgPool,
+    queue: String,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<HashMap<String, i64>> {
+    tokio::spawn(async move {
+        let mut most: HashMap<String, i64> = HashMap::new();
+        while !stop.is_cancelled() {
+            let rows: Vec<(String, i64)> = sqlx::query_as(
+                "SELECT tenant, count(*) FROM jobs
+                 WHERE queue = $1 AND state IN ('RUNNING', 'CANCEL_REQUESTED')
+                 GROUP BY tenant",
+            )
+            .bind(&queue)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+            for (tenant, running) in rows {
+                let seen = most.entry(tenant).or_default();
+                *seen = (*seen).max(running);
+            }
+            tokio::time::sleep(Duration::from_millis(3)).await;
+        }
+        most
+    })
+}
+
+async fn check_outcome(
+    pool: &PgPool,
+    queue: &str,
+    ids: &[Uuid],
+    runs: &Runs,
+    most: &HashMap<String, i64>,
+) {
+    for tenant in ["A", "B", "C"] {
+        let seen = most.get(tenant).copied().unwrap_or(0);
+        assert!(
+            seen <= i64::from(CAP),
+            "tenant {tenant} had {seen} jobs running: {most:?}"
+        );
+    }
+    // The cap was reached, not merely respected by a slow run.
+    assert_eq!(most.get("A").copied(), Some(i64::from(CAP)), "{most:?}");
+
+    let outcomes: Vec<(String, i32, i64)> = sqlx::query_as(
+        "SELECT state, attempt_count, count(*) FROM jobs WHERE queue = $1 GROUP BY 1, 2",
+    )
+    .bind(queue)
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert_eq!(outcomes, vec![("SUCCEEDED".into(), 1, ids.len() as i64)]);
+    let runs = runs.0.lock().unwrap().clone();
+    assert_eq!(runs.len(), ids.len(), "jobs that never ran");
+    assert!(runs.values().all(|&n| n == 1), "a job ran twice: {runs:?}");
+    // Every slot was given back.
+    let held: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM job_tenant_slots WHERE queue = $1 AND job_id IS NOT NULL",
+    )
+    .bind(queue)
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert_eq!(held, 0);
+}
+
+/// A pool of its own for each worker process (the test's pool is small).
+async fn own_pool(pool: &PgPool) -> PgPool {
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(8)
+        .connect_with((*pool.connect_options()).clone())
+        .await
+        .unwrap()
+}
+
+async fn stop_all(nodes: Vec<RunningNode>) {
+    for mut node in nodes {
+        node.stop().await.unwrap();
+    }
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn eight_postgres_path_workers_never_run_more_than_the_cap_per_tenant(pool: PgPool) {
+    jobwire_core::set_tenant_cap(&pool, "capped", None, Some(CAP))
+        .await
+        .unwrap();
+    let ids = enqueue_tenants(&pool, "capped").await;
+    let runs = Runs::default();
+    let stop = CancellationToken::new();
+    let sampler = sample_running(pool.clone(), "capped".into(), stop.clone());
+    let mut nodes = Vec::new();
+    for _ in 0..WORKERS {
+        let own = own_pool(&pool).await;
+        let worker = Worker::new(
+            own.clone(),
+            registry(&runs),
+            test_worker_config("capped", 4),
+        );
+        nodes.push(Node::new(own).with_worker(worker).start().unwrap());
+    }
+    wait_for_all_finished(&pool, &ids, WAIT).await.unwrap();
+    stop.cancel();
+    let most = sampler.await.unwrap();
+    stop_all(nodes).await;
+    check_outcome(&pool, "capped", &ids, &runs, &most).await;
+}
+
+/// The broker path with no reconciler: each finished job's slot must hand
+/// itself to its tenant's next job, or the backlog would never drain.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn eight_broker_consumers_never_run_more_than_the_cap_per_tenant(pool: PgPool) {
+    let topic = format!("jobwire-tenants-{}", Uuid::now_v7().simple());
+    jobwire_core::set_queue_dispatch(&pool, "capped", &Dispatch::Broker { topic })
+        .await
+        .unwrap();
+    jobwire_core::set_tenant_cap(&pool, "capped", None, Some(CAP))
+        .await
+        .unwrap();
+    let ids = enqueue_tenants(&pool, "capped").await;
+    // A's 60 jobs hold three wake-ups between them, not sixty.
+    let wake_ups: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT j.tenant, count(*) FROM job_outbox o JOIN jobs j ON j.job_id::text = o.message_key
+         GROUP BY 1 ORDER BY 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        wake_ups,
+        vec![("A".into(), 3), ("B".into(), 3), ("C".into(), 3)]
+    );
+
+    let runs = Runs::default();
+    let stop = CancellationToken::new();
+    let sampler = sample_running(pool.clone(), "capped".into(), stop.clone());
+    let mut nodes = Vec::new();
+    for n in 0..WORKERS {
+        let own = own_pool(&pool).await;
+        let transport: Arc<dyn Transport> =
+            Arc::new(RabbitTransport::new(RabbitConfig::new(brokers::amqp_url())));
+        let worker = Worker::new(
+            own.clone(),
+            registry(&runs),
+            test_worker_config("capped", 4),
+        )
+        .with_transport(transport.clone());
+        let mut node = Node::new(own.clone()).with_worker(worker);
+        if n == 0 {
+            let relay_config = RelayConfig {
+                poll_interval: Duration::from_millis(100),
+                ..RelayConfig::default()
+            };
+            node = node.with_relay(Relay::new(own, transport.clone(), relay_config));
+        }
+        nodes.push(node.closing(transport).start().unwrap());
+    }
+    wait_for_all_finished(&pool, &ids, WAIT).await.unwrap();
+    stop.cancel();
+    let most = sampler.await.unwrap();
+    stop_all(nodes).await;
+    check_outcome(&pool, "capped", &ids, &runs, &most).await;
+}
