@@ -80,11 +80,15 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- Slot rows for `p_tenant` up to its cap (more are never deleted while
--- held; a claim uses only slots numbered up to the current cap).
+-- held; a claim uses only slots numbered up to the current cap). Slots
+-- 1..cap are always made together, so when slot `cap` exists this is one
+-- index probe and writes nothing.
 CREATE FUNCTION jobwire_ensure_tenant_slots(p_queue text, p_tenant text, p_cap integer) RETURNS void
 LANGUAGE sql AS $$
     INSERT INTO job_tenant_slots (queue, tenant, slot)
     SELECT p_queue, p_tenant, s FROM generate_series(1, p_cap) s
+    WHERE NOT EXISTS (SELECT 1 FROM job_tenant_slots x
+                      WHERE x.queue = p_queue AND x.tenant = p_tenant AND x.slot = p_cap)
     ON CONFLICT DO NOTHING
 $$;
 
@@ -108,15 +112,26 @@ $$;
 CREATE FUNCTION jobwire_claim_capped(p_queue text, p_limit integer, p_owner text,
                                      p_lease_ms bigint, p_due_ms bigint)
 RETURNS SETOF jobs
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+-- Planned once per session: re-planning the claim on every call (a custom
+-- plan for each set of arguments) cost more than running it.
+SET plan_cache_mode = force_generic_plan
+AS $$
 DECLARE
     due      timestamptz := now() - p_due_ms * interval '1 millisecond';
     waiting  text[];
     untenanted boolean;
+    broker   boolean;
+    paused   boolean;
 BEGIN
-    IF EXISTS (SELECT 1 FROM job_queues q WHERE q.queue = p_queue AND q.paused) THEN
+    -- No row: a queue never configured, claimed here as if uncapped (a
+    -- claimer that remembers another database's queue of that name).
+    SELECT q.dispatch = 'broker', q.paused INTO broker, paused
+    FROM job_queues q WHERE q.queue = p_queue;
+    IF paused THEN
         RETURN;
     END IF;
+    broker := coalesce(broker, false);
     -- Every tenant with waiting jobs: a skip scan of jobs_tenant_claimable_idx.
     WITH RECURSIVE walk(tenant) AS (
         (SELECT j.tenant FROM jobs j
@@ -132,7 +147,8 @@ BEGIN
     untenanted := EXISTS (SELECT 1 FROM jobs j
                           WHERE j.queue = p_queue AND j.state IN ('QUEUED', 'RETRY_WAIT')
                             AND j.tenant IS NULL AND j.run_after <= due);
-    -- A tenant seen for the first time gets its slot rows (a no-op after).
+    -- A tenant seen for the first time (or whose cap was raised) gets its
+    -- slot rows; for the others this is one index probe.
     PERFORM jobwire_ensure_tenant_slots(p_queue, c.tenant, c.cap)
     FROM (SELECT t AS tenant, jobwire_tenant_cap(p_queue, t) AS cap FROM unnest(waiting) t) c
     WHERE c.cap IS NOT NULL;
@@ -186,7 +202,7 @@ BEGIN
         SELECT j.job_id, j.tenant, j.priority, j.run_after
         FROM job_tenant_slots s
         JOIN jobs j ON j.job_id = s.job_id
-        WHERE s.queue = p_queue AND j.tenant_slot IS NOT NULL
+        WHERE broker AND s.queue = p_queue AND j.tenant_slot IS NOT NULL
           AND j.state IN ('QUEUED', 'RETRY_WAIT') AND j.run_after <= due
         FOR UPDATE OF j SKIP LOCKED
     ),
@@ -218,7 +234,7 @@ BEGIN
         -- The k-th picked job of a tenant that needs a slot gets its k-th
         -- locked free slot (there are at least as many: capped_jobs took
         -- no more than that); a job handed a slot keeps it.
-        SELECT p.job_id, f.slot
+        SELECT p.job_id, p.tenant, f.slot
         FROM (SELECT p.*, row_number() OVER (PARTITION BY p.tenant, p.reserved
                                              ORDER BY p.turn) AS n
               FROM picked p) p
@@ -228,9 +244,8 @@ BEGIN
         UPDATE job_tenant_slots s
         SET job_id = c.job_id
         FROM chosen c
-        JOIN jobs j ON j.job_id = c.job_id
         WHERE c.slot IS NOT NULL
-          AND s.queue = p_queue AND s.tenant = j.tenant AND s.slot = c.slot
+          AND s.queue = p_queue AND s.tenant = c.tenant AND s.slot = c.slot
         RETURNING s.job_id
     )
     UPDATE jobs j

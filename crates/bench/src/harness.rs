@@ -223,12 +223,18 @@ async fn lost_or_repeated(pool: &PgPool, queue: &str, runs: &Runs, jobs: usize) 
     .bind(queue)
     .fetch_one(pool)
     .await?;
-    let runs = runs
-        .0
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let repeated = runs.values().filter(|n| **n != 1).count();
-    Ok(jobs.saturating_sub(good as usize) + repeated)
+    Ok(jobs.saturating_sub(good as usize) + runs.repeated())
+}
+
+impl Runs {
+    /// Jobs the handler ran more than once.
+    pub(crate) fn repeated(&self) -> usize {
+        let runs = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        runs.values().filter(|n| **n != 1).count()
+    }
 }
 
 /// Connections for one run (worker, relay, producers), closed at its end so

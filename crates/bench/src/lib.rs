@@ -10,6 +10,8 @@
 //!   and the same with a batch of business rows + jobs per transaction;
 //!   the single-job run is repeated (median and range), beside the plain
 //!   single-row commit rate of as many clients ([`commit_rate`]);
+//! - the **noisy tenant** (when asked for): one tenant's backlog at once,
+//!   ten quiet tenants arriving meanwhile, with the tenant cap off and on;
 //! - **latency at a steady rate** (open loop) and for **urgent jobs while a
 //!   bulk backlog drains**, from the database's own timestamps;
 //! - for broker paths, the **relay alone** (a backlog of outbox rows to the
@@ -30,6 +32,7 @@ mod commit_rate;
 mod cost;
 mod environment;
 mod harness;
+mod noisy_tenant;
 mod options;
 mod relay_runs;
 mod report;
@@ -39,6 +42,7 @@ mod workloads;
 
 pub use commit_rate::{CommitRate, commit_rate};
 pub use environment::{Environment, environment};
+pub use noisy_tenant::{NoisyTenant, noisy_tenant};
 pub use options::{BenchConfig, PathUnderTest};
 pub use relay_runs::{OutboxLag, RelayRun, outbox_lag, relay_alone};
 pub use report::{chart_svg, table};
@@ -81,6 +85,13 @@ pub async fn run_path(
     let relay_alone = relay_alone(pool, path, config).await?;
     tracing::info!(path = %path.name, rate = path.lag_rate, "bench: outbox lag");
     let outbox_lag = outbox_lag(pool, path, config).await?;
+    let mut noisy = Vec::new();
+    if config.noisy_jobs > 0 {
+        for cap in [None, Some(config.noisy_tenant_cap)] {
+            tracing::info!(path = %path.name, jobs = config.noisy_jobs, ?cap, "bench: noisy tenant");
+            noisy.push(noisy_tenant(pool, path, config, cap).await?);
+        }
+    }
     Ok(PathReport {
         path: path.name.clone(),
         drain,
@@ -93,6 +104,7 @@ pub async fn run_path(
         urgent_under_burst,
         relay_alone,
         outbox_lag,
+        noisy_tenant: noisy,
     })
 }
 

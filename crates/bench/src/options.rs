@@ -44,6 +44,12 @@ pub struct BenchConfig {
     /// How long the plain commit-rate probe runs before the single-job
     /// end-to-end runs (zero: not measured).
     pub commit_probe: Duration,
+    /// The noisy tenant's backlog (0: the noisy-tenant runs are skipped).
+    pub noisy_jobs: usize,
+    /// Jobs per second of each of the ten quiet tenants meanwhile.
+    pub quiet_tenant_rate: u32,
+    /// The tenant cap of the "caps on" noisy-tenant run.
+    pub noisy_tenant_cap: u32,
     /// Bytes of filler in each job's payload.
     pub payload_bytes: usize,
     /// Jobs (and business rows) per transaction in the batched end-to-end run.
@@ -75,6 +81,9 @@ impl Default for BenchConfig {
             producers: 8,
             end_to_end_runs: 5,
             commit_probe: Duration::from_secs(5),
+            noisy_jobs: 0,
+            quiet_tenant_rate: 10,
+            noisy_tenant_cap: 48,
             payload_bytes: 100,
             enqueue_batch: 100,
             relay_batch_size: 1000,

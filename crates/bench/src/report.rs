@@ -100,6 +100,7 @@ pub fn table(environment: &Environment, reports: &[PathReport]) -> String {
     out.push_str(
         "\nlatency in ms from the database's own timestamps: enqueue -> start and enqueue -> finish at a steady rate; urgent = enqueue -> start of urgent jobs on their own queue while a bulk backlog drains (bulk = the backlog queued first; bulk left = bulk jobs still unfinished when the urgent stream ended)\n",
     );
+    noisy_tenant_runs(&mut out, reports);
     if reports.iter().any(|r| r.relay_alone.is_some()) {
         let _ = writeln!(
             out,
@@ -172,6 +173,49 @@ fn single_job_runs(out: &mut String, reports: &[PathReport]) {
     }
     out.push_str(
         "\ne2e 1/tx = producers each committing a business row and one job per transaction; commit/s = plain single-row insert transactions per second with as many clients (pgbench, or the harness's own client where pgbench is missing), measured just before; e2e/plain = median / commit/s\n\n",
+    );
+}
+
+/// The noisy-tenant runs, caps off and on.
+fn noisy_tenant_runs(out: &mut String, reports: &[PathReport]) {
+    if reports.iter().all(|r| r.noisy_tenant.is_empty()) {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n{:<10} {:>5} {:>7} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>5}",
+        "noisy",
+        "cap",
+        "noisy",
+        "quiet",
+        "quiet p50",
+        "quiet p95",
+        "quiet p99",
+        "noisy/s",
+        "noisy left",
+        "bad"
+    );
+    for report in reports {
+        for run in &report.noisy_tenant {
+            let _ = writeln!(
+                out,
+                "{:<10} {:>5} {:>7} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>10.0} {:>10} {:>5}",
+                report.path,
+                run.tenant_cap
+                    .map_or_else(|| "off".to_owned(), |cap| cap.to_string()),
+                run.noisy_jobs,
+                run.quiet_jobs,
+                run.quiet_start_p50_ms,
+                run.quiet_start_p95_ms,
+                run.quiet_start_p99_ms,
+                run.noisy_drain_per_second,
+                run.noisy_left_at_end,
+                run.lost_or_repeated
+            );
+        }
+    }
+    out.push_str(
+        "\nnoisy = one tenant's backlog enqueued at once; quiet = ten other tenants arriving at a steady rate while it drains, their enqueue -> start in ms; noisy/s = the backlog's jobs per second; cap = the queue's running-jobs cap per tenant\n",
     );
 }
 

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::{CommitRate, OutboxLag, RelayRun};
+use crate::{CommitRate, NoisyTenant, OutboxLag, RelayRun};
 
 /// PostgreSQL's own counters before and after a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -90,6 +90,8 @@ pub struct PathReport {
     pub relay_alone: Option<RelayRun>,
     /// Outbox insert → delivery at a steady rate (broker paths).
     pub outbox_lag: Option<OutboxLag>,
+    /// The noisy tenant, caps off then on (empty when not asked for).
+    pub noisy_tenant: Vec<NoisyTenant>,
 }
 
 impl PathReport {
@@ -102,5 +104,10 @@ impl PathReport {
                 .map(|run| run.lost_or_repeated)
                 .sum::<usize>()
             + self.end_to_end_batched.lost_or_repeated
+            + self
+                .noisy_tenant
+                .iter()
+                .map(|run| usize::try_from(run.lost_or_repeated).unwrap_or(usize::MAX))
+                .sum::<usize>()
     }
 }

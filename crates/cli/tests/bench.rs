@@ -32,6 +32,7 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
         .args(["--burst-jobs", "300", "--sqs-burst-jobs", "300"])
         .args(["--urgent-rate", "10"])
         .args(["--e2e-runs", "2", "--commit-probe-seconds", "1"])
+        .args(["--noisy-jobs", "300", "--quiet-tenant-rate", "5"])
         // A run that stalls fails with the name of the run, not a hang.
         .args(["--timeout-seconds", "180"])
         // Keep the jobs, for the check of the table below.
@@ -95,6 +96,20 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
             ["pgbench", "in-process"].contains(&commit_rate["tool"].as_str().unwrap()),
             "{result}"
         );
+        // The noisy tenant, caps off then on: every quiet job measured
+        // (ten tenants at 5/s for 2 s), none lost.
+        let noisy = result["noisy_tenant"].as_array().unwrap();
+        assert_eq!(noisy.len(), 2, "{result}");
+        assert!(noisy[0]["tenant_cap"].is_null(), "{result}");
+        assert_eq!(noisy[1]["tenant_cap"], 12, "{result}");
+        for run in noisy {
+            assert_eq!(run["quiet_jobs"], 100, "{result}");
+            assert_eq!(run["lost_or_repeated"], 0, "{result}");
+            assert!(
+                run["noisy_drain_per_second"].as_f64().unwrap() > 0.0,
+                "{result}"
+            );
+        }
         // Every job of the open-loop runs was measured.
         assert_eq!(result["steady_rate"]["jobs"], 100, "{result}");
         assert_eq!(result["urgent_under_burst"]["jobs"], 20, "{result}");
@@ -115,6 +130,7 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
     );
     assert!(stdout.contains("drain/s"), "{stdout}");
     assert!(stdout.contains("e2e/plain"), "{stdout}");
+    assert!(stdout.contains("quiet p95"), "{stdout}");
     let svg = std::fs::read_to_string(&chart).unwrap();
     assert!(svg.starts_with("<svg"), "{svg}");
     // Each path names its group of bars (a text element of its own).
@@ -135,8 +151,10 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
     .await
     .unwrap();
     // Per path: drain + two single-job end-to-end runs + batched, 100
-    // steady-rate jobs, the bulk backlog of 300 and 20 urgent jobs.
-    let expected = 4 * (4 * 300 + 100 + 300 + 20) + (4 * 100 + 100 + 300 + 20);
+    // steady-rate jobs, the bulk backlog of 300 and 20 urgent jobs, and two
+    // noisy-tenant runs of 300 + 100 jobs.
+    let noisy = 2 * (300 + 100);
+    let expected = 4 * (4 * 300 + 100 + 300 + 20 + noisy) + (4 * 100 + 100 + 300 + 20 + noisy);
     assert_eq!((jobs, good), (expected, expected));
     let outbox_left: i64 = sqlx::query_scalar("SELECT count(*) FROM job_outbox")
         .fetch_one(&pool)

@@ -37,6 +37,17 @@ pub(crate) struct BenchArgs {
     /// and range.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     e2e_runs: u64,
+    /// The noisy tenant's backlog: when above 0, each path also runs the
+    /// noisy-tenant workload twice (tenant cap off, then on).
+    #[arg(long, default_value_t = 0)]
+    noisy_jobs: usize,
+    /// Jobs per second of each of the ten quiet tenants in the noisy-tenant run.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    quiet_tenant_rate: u32,
+    /// The running-jobs cap per tenant in the "caps on" noisy-tenant run
+    /// (default: three quarters of --workers).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    noisy_tenant_cap: Option<u32>,
     /// Seconds of the plain commit-rate probe (pgbench with as many clients
     /// as producers) before the single-job runs; 0 skips it.
     #[arg(long, default_value_t = 5)]
@@ -129,6 +140,13 @@ pub(crate) async fn bench(pool: PgPool, args: BenchArgs) -> Result<()> {
         producers: args.producers,
         end_to_end_runs: args.e2e_runs as usize,
         commit_probe: Duration::from_secs(args.commit_probe_seconds),
+        noisy_jobs: args.noisy_jobs,
+        quiet_tenant_rate: args.quiet_tenant_rate,
+        noisy_tenant_cap: args.noisy_tenant_cap.unwrap_or_else(|| {
+            u32::try_from(args.workers * 3 / 4)
+                .unwrap_or(u32::MAX)
+                .max(1)
+        }),
         payload_bytes: args.payload_bytes,
         rate_duration: Duration::from_secs(args.rate_seconds),
         urgent_rate: args.urgent_rate,

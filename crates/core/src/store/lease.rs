@@ -100,17 +100,24 @@ async fn claim_due_for<'c, A: Acquire<'c, Database = Postgres>>(
 ) -> Result<Vec<ClaimedJob>> {
     let mut conn = conn.acquire().await?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let mut rows: Vec<ClaimedRow> = sqlx::query_as(include_str!("../../sql/claim_batch.sql"))
-        .bind(queue)
-        .bind(limit)
-        .bind(owner)
-        .bind(millis(lease))
-        .bind(millis(due_for))
-        .fetch_all(&mut *conn)
-        .await?;
+    let capped = super::tenants::recently_capped(queue);
+    let mut rows: Vec<ClaimedRow> = if capped {
+        Vec::new()
+    } else {
+        sqlx::query_as(include_str!("../../sql/claim_batch.sql"))
+            .bind(queue)
+            .bind(limit)
+            .bind(owner)
+            .bind(millis(lease))
+            .bind(millis(due_for))
+            .fetch_all(&mut *conn)
+            .await?
+    };
     // The plain claim refuses a queue with tenant caps; only an empty claim
     // can be one (an uncapped queue's empty claim costs one key lookup more).
-    if rows.is_empty() && super::tenants::is_capped(&mut conn, queue).await? {
+    // A queue found capped goes straight to the capped claim for a while.
+    if capped || (rows.is_empty() && super::tenants::is_capped(&mut conn, queue).await?) {
+        super::tenants::remember_capped(queue, capped);
         rows = sqlx::query_as(include_str!("../../sql/claim_capped.sql"))
             .bind(queue)
             .bind(limit)

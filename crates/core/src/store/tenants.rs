@@ -5,6 +5,10 @@
 //! claim statement and a trigger frees on every way out of RUNNING. These
 //! functions set and read the caps.
 
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant};
+
 use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 
@@ -133,6 +137,38 @@ pub async fn hand_out_free_tenant_slots<'c, E: sqlx::PgExecutor<'c>>(executor: E
         .fetch_one(executor)
         .await?;
     Ok(u64::try_from(handed).unwrap_or(0))
+}
+
+/// How long a claimer of this process goes straight to the capped claim
+/// after it found a queue capped, before it asks again (the plain claim
+/// first, then `job_queues.tenant_capped`). Removing a cap is noticed
+/// within this; the capped claim claims correctly either way.
+const CAPPED_MEMORY: Duration = Duration::from_secs(1);
+
+/// Queues of this process's claimers last found capped, and when.
+static CAPPED_QUEUES: LazyLock<Mutex<HashMap<String, Instant>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Whether `queue` was found capped less than [`CAPPED_MEMORY`] ago.
+pub(crate) fn recently_capped(queue: &str) -> bool {
+    let queues = CAPPED_QUEUES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    queues
+        .get(queue)
+        .is_some_and(|seen| seen.elapsed() < CAPPED_MEMORY)
+}
+
+/// Remember that `queue` is capped (`already`: it was remembered, and
+/// keeps its time, so that it is asked again when that runs out).
+pub(crate) fn remember_capped(queue: &str, already: bool) {
+    if already {
+        return;
+    }
+    CAPPED_QUEUES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .insert(queue.to_owned(), Instant::now());
 }
 
 /// Whether any tenant of `queue` is capped (the plain claim then yields

@@ -1,0 +1,143 @@
+//! The noisy tenant: one tenant's backlog enqueued at once, ten quiet
+//! tenants arriving at a steady rate while it drains; how long the quiet
+//! tenants' jobs wait to start, and how fast the backlog drains, with the
+//! queue's tenant cap on and off.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use jobwire_core::NewJob;
+use serde::Serialize;
+use sqlx::PgPool;
+
+use crate::harness::{Runs, clean_up, fresh_queue, run_pool, start, wait_for_queue};
+use crate::{BenchConfig, PathUnderTest};
+
+/// The quiet tenants, each arriving at `BenchConfig::quiet_tenant_rate`.
+const QUIET_TENANTS: [&str; 10] = ["B", "C", "D", "E", "F", "G", "H", "I", "J", "K"];
+/// The noisy tenant.
+const NOISY: &str = "A";
+
+/// One noisy-tenant run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NoisyTenant {
+    /// The queue's cap on running jobs per tenant (`None`: off).
+    pub tenant_cap: Option<u32>,
+    /// Jobs of the noisy tenant, enqueued before the clock runs.
+    pub noisy_jobs: usize,
+    /// Jobs of the quiet tenants, arriving while it drains.
+    pub quiet_jobs: i64,
+    /// Quiet tenants' enqueue -> start, median, ms.
+    pub quiet_start_p50_ms: f64,
+    /// Quiet tenants' enqueue -> start, 95th percentile, ms.
+    pub quiet_start_p95_ms: f64,
+    /// Quiet tenants' enqueue -> start, 99th percentile, ms.
+    pub quiet_start_p99_ms: f64,
+    /// The noisy tenant's jobs per second, first start to last finish.
+    pub noisy_drain_per_second: f64,
+    /// Noisy jobs still unfinished when the quiet stream ended (0 would
+    /// mean the backlog was gone too soon for the figure to mean anything).
+    pub noisy_left_at_end: i64,
+    /// Jobs not SUCCEEDED after exactly one attempt (must be 0).
+    pub lost_or_repeated: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct Measured {
+    quiet_jobs: i64,
+    quiet_start_p50_ms: f64,
+    quiet_start_p95_ms: f64,
+    quiet_start_p99_ms: f64,
+    noisy_drain_per_second: f64,
+    lost_or_repeated: i64,
+}
+
+/// Run it once with the cap `tenant_cap` (or none).
+pub async fn noisy_tenant(
+    pool: &PgPool,
+    path: &PathUnderTest,
+    config: &BenchConfig,
+    tenant_cap: Option<u32>,
+) -> Result<NoisyTenant> {
+    let (queue, _) = fresh_queue(pool, path, "noisy").await?;
+    if tenant_cap.is_some() {
+        jobwire_core::set_tenant_cap(pool, &queue, None, tenant_cap).await?;
+    }
+    for start in (0..config.noisy_jobs).step_by(1000) {
+        let chunk: Vec<NewJob> = (start..(start + 1000).min(config.noisy_jobs))
+            .map(|i| {
+                NewJob::new("bench_noop", serde_json::json!({ "i": i }))
+                    .with_queue(&queue)
+                    .with_tenant(NOISY)
+            })
+            .collect();
+        jobwire_core::enqueue_many(pool, &chunk).await?;
+    }
+    let runs = Runs::default();
+    let work = run_pool(pool, config).await?;
+    let running = start(&work, path, &queue, config, &runs);
+    let quiet = quiet_arrivals(&work, &queue, config).await?;
+    let noisy_left_at_end = crate::harness::unfinished(pool, &queue).await?;
+    wait_for_queue(
+        pool,
+        &queue,
+        config.noisy_jobs + quiet,
+        config,
+        format!("{} noisy tenant", path.name),
+    )
+    .await?;
+    running.stop().await?;
+    work.close().await;
+    let measured: Measured = sqlx::query_as(
+        "WITH quiet AS (
+            SELECT extract(epoch FROM heartbeat_at - created_at) * 1000 AS start_ms
+            FROM jobs WHERE queue = $1 AND tenant <> $2 AND state = 'SUCCEEDED')
+         SELECT (SELECT count(*) FROM quiet) AS quiet_jobs,
+                coalesce((SELECT percentile_cont(0.50) WITHIN GROUP (ORDER BY start_ms) FROM quiet), 0)::float8 AS quiet_start_p50_ms,
+                coalesce((SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY start_ms) FROM quiet), 0)::float8 AS quiet_start_p95_ms,
+                coalesce((SELECT percentile_cont(0.99) WITHIN GROUP (ORDER BY start_ms) FROM quiet), 0)::float8 AS quiet_start_p99_ms,
+                coalesce((SELECT count(*) / nullif(extract(epoch FROM max(finished_at) - min(heartbeat_at)), 0)
+                          FROM jobs WHERE queue = $1 AND tenant = $2), 0)::float8 AS noisy_drain_per_second,
+                (SELECT count(*) FROM jobs
+                 WHERE queue = $1 AND NOT (state = 'SUCCEEDED' AND attempt_count = 1)) AS lost_or_repeated",
+    )
+    .bind(&queue)
+    .bind(NOISY)
+    .fetch_one(pool)
+    .await?;
+    let repeated = runs.repeated();
+    clean_up(pool, &[&queue], config).await?;
+    Ok(NoisyTenant {
+        tenant_cap,
+        noisy_jobs: config.noisy_jobs,
+        quiet_jobs: measured.quiet_jobs,
+        quiet_start_p50_ms: measured.quiet_start_p50_ms,
+        quiet_start_p95_ms: measured.quiet_start_p95_ms,
+        quiet_start_p99_ms: measured.quiet_start_p99_ms,
+        noisy_drain_per_second: measured.noisy_drain_per_second,
+        noisy_left_at_end,
+        lost_or_repeated: measured.lost_or_repeated + repeated as i64,
+    })
+}
+
+/// The quiet tenants' jobs, one per tick in turn, open loop, for
+/// `rate_duration`. Returns how many were enqueued.
+async fn quiet_arrivals(pool: &PgPool, queue: &str, config: &BenchConfig) -> Result<usize> {
+    let rate = config.quiet_tenant_rate.max(1) * QUIET_TENANTS.len() as u32;
+    let mut ticker = tokio::time::interval(Duration::from_secs(1) / rate);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let total = (u64::from(rate) * config.rate_duration.as_millis() as u64 / 1000) as usize;
+    let mut enqueues = tokio::task::JoinSet::new();
+    for i in 0..total {
+        ticker.tick().await;
+        let job = NewJob::new("bench_noop", serde_json::json!({ "i": i }))
+            .with_queue(queue)
+            .with_tenant(QUIET_TENANTS[i % QUIET_TENANTS.len()]);
+        let pool = pool.clone();
+        enqueues.spawn(async move { jobwire_core::enqueue(&pool, &job).await });
+    }
+    while let Some(done) = enqueues.join_next().await {
+        done??;
+    }
+    Ok(total)
+}
