@@ -381,6 +381,14 @@ CREATE TRIGGER jobs_free_tenant_slot
           AND OLD.state IS DISTINCT FROM NEW.state)
     EXECUTE FUNCTION jobwire_free_tenant_slot();
 
+-- A job row deleted while it holds a slot (by hand: retention only moves
+-- finished jobs) gives it back the same way.
+CREATE TRIGGER jobs_free_tenant_slot_on_delete
+    AFTER DELETE ON jobs
+    FOR EACH ROW
+    WHEN (OLD.tenant_slot IS NOT NULL)
+    EXECUTE FUNCTION jobwire_free_tenant_slot();
+
 -- Broker path: claim named jobs of capped tenants (the wake-up claim hands
 -- these over after claim_by_ids.sql declined them). A job claims with the
 -- slot it was handed, or a free slot of its tenant it takes now; with

@@ -90,7 +90,7 @@ async fn every_way_out_of_running_gives_the_slot_back(pool: PgPool) {
     jobwire_core::set_tenant_cap(&pool, "q", None, Some(1))
         .await
         .unwrap();
-    enqueue_for(&pool, "q", "acme", 5).await;
+    enqueue_for(&pool, "q", "acme", 6).await;
     let claim_one = || async {
         let mut claimed = jobwire_core::claim_batch(&pool, "q", "w", 5, LEASE)
             .await
@@ -133,6 +133,14 @@ async fn every_way_out_of_running_gives_the_slot_back(pool: PgPool) {
     expire_lease(&pool, job.lease.job_id).await.unwrap();
     let swept = jobwire_core::sweep_expired_leases(&pool, 10).await.unwrap();
     assert_eq!(swept.len(), 1);
+
+    // Even a running job's row deleted by hand.
+    let job = claim_one().await;
+    sqlx::query("DELETE FROM jobs WHERE job_id = $1")
+        .bind(job.lease.job_id)
+        .execute(&pool)
+        .await
+        .unwrap();
 
     // Each time the next job could start, and now nothing holds a slot.
     assert_eq!(held_slots(&pool, "q").await, 0);

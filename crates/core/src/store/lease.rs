@@ -61,7 +61,9 @@ impl ClaimedRow {
 
 /// PostgreSQL-path claim: up to `limit` due jobs of `queue`, most urgent first
 /// (priority, then run_after), skipping rows other claimers hold. Each claim
-/// raises the job's generation and counts an attempt. A paused queue yields none.
+/// raises the job's generation and counts an attempt. A paused queue yields
+/// none. On a queue with tenant caps, tenants take turns and a capped
+/// tenant's jobs start only into its free slots (docs/tenants.md).
 pub async fn claim_batch<'c, A: Acquire<'c, Database = Postgres>>(
     conn: A,
     queue: &str,
@@ -76,9 +78,8 @@ pub async fn claim_batch<'c, A: Acquire<'c, Database = Postgres>>(
 /// `limit` jobs of `queue` that have been due for longer than `waited`
 /// (measured from `run_after`, which the reconciler does not touch) — jobs
 /// whose wake-ups the broker path lost or delayed. Same statement, order,
-/// fencing and pause rule as [`claim_batch`]; on a queue with tenant caps,
-/// only jobs that were handed a slot (their wake-up was lost), and jobs
-/// under no cap.
+/// fencing, pause and tenant-cap rules as [`claim_batch`] (a capped
+/// tenant's job starts with the slot it was handed, or a free one).
 pub async fn claim_overdue<'c, A: Acquire<'c, Database = Postgres>>(
     conn: A,
     queue: &str,
@@ -171,7 +172,7 @@ fn missing(column: &str) -> Error {
 /// the caller serves from the topic the wake-ups came on) and whose queue is
 /// not paused, in one statement; say for each of the others why it was not
 /// claimable (unknown, held, finished, another queue's, paused, early,
-/// contended). Duplicate ids are claimed once.
+/// contended, or its tenant at its cap). Duplicate ids are claimed once.
 pub async fn claim_by_ids<'c, A: Acquire<'c, Database = Postgres>>(
     conn: A,
     job_ids: &[Uuid],
