@@ -3,14 +3,13 @@
 //! tenants' jobs wait to start, and how fast the backlog drains, with the
 //! queue's tenant cap on and off.
 
-use std::time::Duration;
-
 use anyhow::Result;
 use jobwire_core::NewJob;
 use serde::Serialize;
 use sqlx::PgPool;
 
 use crate::harness::{Runs, clean_up, fresh_queue, run_pool, start, wait_for_queue};
+use crate::workloads::{arrivals_of, enqueue_backlog};
 use crate::{BenchConfig, PathUnderTest};
 
 /// The quiet tenants, each arriving at `BenchConfig::quiet_tenant_rate`.
@@ -63,16 +62,18 @@ pub async fn noisy_tenant(
     if tenant_cap.is_some() {
         jobwire_core::set_tenant_cap(pool, &queue, None, tenant_cap).await?;
     }
-    for start in (0..config.noisy_jobs).step_by(1000) {
-        let chunk: Vec<NewJob> = (start..(start + 1000).min(config.noisy_jobs))
-            .map(|i| {
-                NewJob::new("bench_noop", serde_json::json!({ "i": i }))
-                    .with_queue(&queue)
-                    .with_tenant(NOISY)
-            })
-            .collect();
-        jobwire_core::enqueue_many(pool, &chunk).await?;
-    }
+    enqueue_backlog(
+        pool,
+        config.noisy_jobs,
+        config,
+        format!("enqueueing tenant {NOISY} on {queue}"),
+        |i| {
+            NewJob::new("bench_noop", serde_json::json!({ "i": i }))
+                .with_queue(&queue)
+                .with_tenant(NOISY)
+        },
+    )
+    .await?;
     let runs = Runs::default();
     let work = run_pool(pool, config).await?;
     let running = start(&work, path, &queue, config, &runs);
@@ -124,20 +125,10 @@ pub async fn noisy_tenant(
 /// `rate_duration`. Returns how many were enqueued.
 async fn quiet_arrivals(pool: &PgPool, queue: &str, config: &BenchConfig) -> Result<usize> {
     let rate = config.quiet_tenant_rate.max(1) * QUIET_TENANTS.len() as u32;
-    let mut ticker = tokio::time::interval(Duration::from_secs(1) / rate);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let total = (u64::from(rate) * config.rate_duration.as_millis() as u64 / 1000) as usize;
-    let mut enqueues = tokio::task::JoinSet::new();
-    for i in 0..total {
-        ticker.tick().await;
-        let job = NewJob::new("bench_noop", serde_json::json!({ "i": i }))
+    arrivals_of(pool, rate, config.rate_duration, |i| {
+        NewJob::new("bench_noop", serde_json::json!({ "i": i }))
             .with_queue(queue)
-            .with_tenant(QUIET_TENANTS[i % QUIET_TENANTS.len()]);
-        let pool = pool.clone();
-        enqueues.spawn(async move { jobwire_core::enqueue(&pool, &job).await });
-    }
-    while let Some(done) = enqueues.join_next().await {
-        done??;
-    }
-    Ok(total)
+            .with_tenant(QUIET_TENANTS[i % QUIET_TENANTS.len()])
+    })
+    .await
 }

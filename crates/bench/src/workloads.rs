@@ -35,11 +35,23 @@ async fn enqueue_up_front(
     jobs: usize,
     config: &BenchConfig,
 ) -> Result<()> {
-    let bar = progress_bar(config, jobs, format!("enqueueing on {queue}"));
+    enqueue_backlog(pool, jobs, config, format!("enqueueing on {queue}"), |i| {
+        NewJob::new("bench_noop", payload(config, i)).with_queue(queue)
+    })
+    .await
+}
+
+/// Enqueue `jobs` jobs made by `job(i)` in batches of 1,000.
+pub(crate) async fn enqueue_backlog(
+    pool: &PgPool,
+    jobs: usize,
+    config: &BenchConfig,
+    label: String,
+    job: impl Fn(usize) -> NewJob,
+) -> Result<()> {
+    let bar = progress_bar(config, jobs, label);
     for start in (0..jobs).step_by(1000) {
-        let chunk: Vec<NewJob> = (start..(start + 1000).min(jobs))
-            .map(|i| NewJob::new("bench_noop", payload(config, i)).with_queue(queue))
-            .collect();
+        let chunk: Vec<NewJob> = (start..(start + 1000).min(jobs)).map(&job).collect();
         jobwire_core::enqueue_many(pool, &chunk).await?;
         bar.inc(chunk.len() as u64);
     }
@@ -122,8 +134,7 @@ async fn latency(pool: &PgPool, queue: &str) -> Result<Latency> {
     .await?)
 }
 
-/// Enqueue one job per tick at `rate` for `duration` (open loop: a slow
-/// enqueue does not delay the next one). Returns how many were enqueued.
+/// Enqueue one no-op job on `queue` per tick at `rate` for `duration`.
 async fn arrivals(
     pool: &PgPool,
     queue: &str,
@@ -131,16 +142,28 @@ async fn arrivals(
     duration: Duration,
     config: &BenchConfig,
 ) -> Result<usize> {
+    arrivals_of(pool, rate, duration, |i| {
+        NewJob::new("bench_noop", payload(config, i)).with_queue(queue)
+    })
+    .await
+}
+
+/// Enqueue `job(i)` one per tick at `rate` for `duration`, each in a
+/// transaction of its own (open loop: a slow enqueue does not delay the
+/// next one). Returns how many were enqueued.
+pub(crate) async fn arrivals_of(
+    pool: &PgPool,
+    rate: u32,
+    duration: Duration,
+    job: impl Fn(usize) -> NewJob,
+) -> Result<usize> {
     let mut ticker = tokio::time::interval(Duration::from_secs(1) / rate.max(1));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let total = (rate as u64 * duration.as_millis() as u64 / 1000) as usize;
     let mut enqueues = tokio::task::JoinSet::new();
     for i in 0..total {
         ticker.tick().await;
-        let (pool, job) = (
-            pool.clone(),
-            NewJob::new("bench_noop", payload(config, i)).with_queue(queue),
-        );
+        let (pool, job) = (pool.clone(), job(i));
         enqueues.spawn(async move { jobwire_core::enqueue(&pool, &job).await });
     }
     while let Some(done) = enqueues.join_next().await {

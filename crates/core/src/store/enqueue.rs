@@ -30,6 +30,18 @@ const DEDUP_RESOLVE_ROUNDS: usize = 3;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Enqueuer;
 
+/// What is wrong with a job type, queue or tenant name, if anything: blank,
+/// or longer than 255 bytes (the SQL enqueue's rule too).
+pub(crate) fn name_problem(value: &str) -> Option<String> {
+    if value.trim().is_empty() {
+        Some("must not be empty".into())
+    } else if value.len() > MAX_NAME_LEN {
+        Some(format!("longer than {MAX_NAME_LEN} bytes"))
+    } else {
+        None
+    }
+}
+
 /// Columns of a validated batch, ready to bind as arrays.
 #[derive(Default)]
 struct EnqueueColumns {
@@ -62,19 +74,10 @@ impl Enqueuer {
     /// the same rules; a test runs one table of cases through both.
     pub fn validate(&self, job: &NewJob) -> Result<()> {
         fn name(field: &'static str, value: &str) -> Result<()> {
-            if value.trim().is_empty() {
-                return Err(Error::InvalidJob {
-                    field,
-                    reason: "must not be empty".into(),
-                });
+            match name_problem(value) {
+                Some(reason) => Err(Error::InvalidJob { field, reason }),
+                None => Ok(()),
             }
-            if value.len() > MAX_NAME_LEN {
-                return Err(Error::InvalidJob {
-                    field,
-                    reason: format!("longer than {MAX_NAME_LEN} bytes"),
-                });
-            }
-            Ok(())
         }
         name("job_type", &job.job_type)?;
         name("queue", &job.queue)?;

@@ -101,16 +101,20 @@ async fn claim_due_for<'c, A: Acquire<'c, Database = Postgres>>(
 ) -> Result<Vec<ClaimedJob>> {
     let mut conn = conn.acquire().await?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let capped = super::tenants::recently_capped(queue);
-    let mut rows: Vec<ClaimedRow> = if capped {
-        Vec::new()
-    } else {
-        sqlx::query_as(include_str!("../../sql/claim_batch.sql"))
+    // claim_batch.sql and claim_capped.sql take the same parameters.
+    let claim = |sql| {
+        sqlx::query_as::<_, ClaimedRow>(sql)
             .bind(queue)
             .bind(limit)
             .bind(owner)
             .bind(millis(lease))
             .bind(millis(due_for))
+    };
+    let capped = super::tenants::recently_capped(queue);
+    let mut rows: Vec<ClaimedRow> = if capped {
+        Vec::new()
+    } else {
+        claim(include_str!("../../sql/claim_batch.sql"))
             .fetch_all(&mut *conn)
             .await?
     };
@@ -119,12 +123,7 @@ async fn claim_due_for<'c, A: Acquire<'c, Database = Postgres>>(
     // A queue found capped goes straight to the capped claim for a while.
     if capped || (rows.is_empty() && super::tenants::is_capped(&mut conn, queue).await?) {
         super::tenants::remember_capped(queue, capped);
-        rows = sqlx::query_as(include_str!("../../sql/claim_capped.sql"))
-            .bind(queue)
-            .bind(limit)
-            .bind(owner)
-            .bind(millis(lease))
-            .bind(millis(due_for))
+        rows = claim(include_str!("../../sql/claim_capped.sql"))
             .fetch_all(&mut *conn)
             .await?;
     }

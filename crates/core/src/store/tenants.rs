@@ -14,9 +14,6 @@ use sqlx::{PgConnection, PgPool};
 
 use crate::{Error, Result};
 
-/// Longest tenant name accepted (as for queues and job types).
-const MAX_TENANT_LEN: usize = 255;
-
 /// The tenant caps of one queue.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TenantCaps {
@@ -45,19 +42,14 @@ pub struct TenantCap {
 
 /// Check a tenant name as the enqueue does: not blank, at most 255 bytes.
 pub fn validate_tenant(tenant: &str) -> Result<()> {
-    if tenant.trim().is_empty() {
-        return Err(Error::InvalidArgument {
-            argument: "tenant",
-            reason: "must not be empty".into(),
-        });
+    argument("tenant", tenant)
+}
+
+fn argument(argument: &'static str, value: &str) -> Result<()> {
+    match super::enqueue::name_problem(value) {
+        Some(reason) => Err(Error::InvalidArgument { argument, reason }),
+        None => Ok(()),
     }
-    if tenant.len() > MAX_TENANT_LEN {
-        return Err(Error::InvalidArgument {
-            argument: "tenant",
-            reason: format!("longer than {MAX_TENANT_LEN} bytes"),
-        });
-    }
-    Ok(())
 }
 
 /// Cap how many jobs of one tenant of `queue` run at once: `tenant = None`
@@ -72,12 +64,7 @@ pub async fn set_tenant_cap(
     tenant: Option<&str>,
     max_running: Option<u32>,
 ) -> Result<()> {
-    if queue.trim().is_empty() || queue.len() > MAX_TENANT_LEN {
-        return Err(Error::InvalidArgument {
-            argument: "queue",
-            reason: format!("must be 1 to {MAX_TENANT_LEN} bytes, not blank"),
-        });
-    }
+    argument("queue", queue)?;
     if let Some(tenant) = tenant {
         validate_tenant(tenant)?;
     }
