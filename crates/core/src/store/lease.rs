@@ -110,7 +110,11 @@ async fn claim_due_for<'c, A: Acquire<'c, Database = Postgres>>(
             .bind(millis(lease))
             .bind(millis(due_for))
     };
-    let capped = super::tenants::recently_capped(queue);
+    // The plain claim refuses a queue with tenant caps, so only an empty
+    // claim can be one; what this process learned of the queue's caps is
+    // trusted for a moment (a capped queue goes straight to the capped
+    // claim, an uncapped one's empty claim asks nothing more).
+    let capped = super::tenants::known_capped(queue) == Some(true);
     let mut rows: Vec<ClaimedRow> = if capped {
         Vec::new()
     } else {
@@ -118,11 +122,7 @@ async fn claim_due_for<'c, A: Acquire<'c, Database = Postgres>>(
             .fetch_all(&mut *conn)
             .await?
     };
-    // The plain claim refuses a queue with tenant caps; only an empty claim
-    // can be one (an uncapped queue's empty claim costs one key lookup more).
-    // A queue found capped goes straight to the capped claim for a while.
     if capped || (rows.is_empty() && super::tenants::is_capped(&mut conn, queue).await?) {
-        super::tenants::remember_capped(queue, capped);
         rows = claim(include_str!("../../sql/claim_capped.sql"))
             .fetch_all(&mut *conn)
             .await?;

@@ -126,46 +126,43 @@ pub async fn hand_out_free_tenant_slots<'c, E: sqlx::PgExecutor<'c>>(executor: E
     Ok(u64::try_from(handed).unwrap_or(0))
 }
 
-/// How long a claimer of this process goes straight to the capped claim
-/// after it found a queue capped, before it asks again (the plain claim
-/// first, then `job_queues.tenant_capped`). Removing a cap is noticed
-/// within this; the capped claim claims correctly either way.
+/// How long a claimer of this process trusts what it last learned of a
+/// queue's caps: a capped queue goes straight to the capped claim, an
+/// uncapped one's empty claim asks nothing more. A cap set or removed is
+/// noticed within this; until then the plain claim takes nothing from a
+/// newly capped queue, and the capped claim claims an uncapped one
+/// correctly.
 const CAPPED_MEMORY: Duration = Duration::from_secs(1);
 
-/// Queues of this process's claimers last found capped, and when.
-static CAPPED_QUEUES: LazyLock<Mutex<HashMap<String, Instant>>> =
+/// Whether each queue was capped when this process last asked, and when.
+static CAPPED_QUEUES: LazyLock<Mutex<HashMap<String, (bool, Instant)>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
-/// Whether `queue` was found capped less than [`CAPPED_MEMORY`] ago.
-pub(crate) fn recently_capped(queue: &str) -> bool {
+/// Whether `queue` is capped, as learned less than [`CAPPED_MEMORY`] ago.
+pub(crate) fn known_capped(queue: &str) -> Option<bool> {
     let queues = CAPPED_QUEUES
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     queues
         .get(queue)
-        .is_some_and(|seen| seen.elapsed() < CAPPED_MEMORY)
+        .filter(|(_, asked)| asked.elapsed() < CAPPED_MEMORY)
+        .map(|(capped, _)| *capped)
 }
 
-/// Remember that `queue` is capped (`already`: it was remembered, and
-/// keeps its time, so that it is asked again when that runs out).
-pub(crate) fn remember_capped(queue: &str, already: bool) {
-    if already {
-        return;
+/// Whether `queue` is capped: remembered, or asked of the database (and
+/// remembered).
+pub(crate) async fn is_capped(conn: &mut PgConnection, queue: &str) -> Result<bool> {
+    if let Some(capped) = known_capped(queue) {
+        return Ok(capped);
     }
+    let capped = sqlx::query_scalar("SELECT tenant_capped FROM job_queues WHERE queue = $1")
+        .bind(queue)
+        .fetch_optional(conn)
+        .await?
+        .unwrap_or(false);
     CAPPED_QUEUES
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .insert(queue.to_owned(), Instant::now());
-}
-
-/// Whether any tenant of `queue` is capped (the plain claim then yields
-/// nothing and the capped claim is used).
-pub(crate) async fn is_capped(conn: &mut PgConnection, queue: &str) -> Result<bool> {
-    Ok(
-        sqlx::query_scalar("SELECT tenant_capped FROM job_queues WHERE queue = $1")
-            .bind(queue)
-            .fetch_optional(conn)
-            .await?
-            .unwrap_or(false),
-    )
+        .insert(queue.to_owned(), (capped, Instant::now()));
+    Ok(capped)
 }
