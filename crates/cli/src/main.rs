@@ -6,6 +6,7 @@ use cmd::bench::BenchArgs;
 use cmd::bench_schedules::BenchSchedulesArgs;
 use cmd::enqueue::EnqueueArgs;
 use cmd::outbox::OutboxCommand;
+use cmd::queue::QueueCommand;
 use cmd::relay::RelayArgs;
 use cmd::replay::ReplayArgs;
 use cmd::schedule::ScheduleCommand;
@@ -90,9 +91,13 @@ enum Command {
     /// The HTTP API's bearer tokens: create, list, revoke.
     #[command(subcommand)]
     Token(TokenCommand),
-    /// Per-queue caps on how many of one tenant's jobs run at once.
+    /// Per-queue limits for each tenant: running jobs, waiting jobs,
+    /// enqueue rate.
     #[command(subcommand)]
     Tenant(TenantCommand),
+    /// A queue's enqueue limits: most waiting jobs, shedding low priority.
+    #[command(subcommand)]
+    Queue(QueueCommand),
     /// Drain the outbox (`job_outbox`) into a broker until Ctrl-C / SIGTERM.
     Relay(RelayArgs),
     /// The outbox's dead letters: list them, move them back.
@@ -161,6 +166,7 @@ async fn run(command: Command, pool: PgPool) -> Result<()> {
         Command::Schedule(command) => cmd::schedule::schedule(&pool, command).await?,
         Command::Token(command) => cmd::token::token(&pool, command).await?,
         Command::Tenant(command) => cmd::tenant::tenant(&pool, command).await?,
+        Command::Queue(command) => cmd::queue::queue(&pool, command).await?,
         Command::Outbox(command) => cmd::outbox::outbox(&pool, command).await?,
         Command::Bench(args) => cmd::bench::bench(pool, args).await?,
         Command::BenchSchedules(args) => cmd::bench_schedules::bench_schedules(pool, args).await?,

@@ -362,7 +362,7 @@ async fn tenant_caps_from_the_command_line() {
     for (args, says) in [
         (
             vec!["tenant", "set", "imports", "--max-running", "0"],
-            "0 is not in 1",
+            "at least 1",
         ),
         (vec!["tenant", "set", "imports"], "--max-running"),
         (
@@ -402,5 +402,154 @@ async fn tenant_caps_from_the_command_line() {
         "{}",
         stdout(&removed)
     );
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn enqueue_limits_from_the_command_line() {
+    let db = FreshDatabase::create().await;
+    assert!(jobwire(&db.url, &["migrate"]).status.success());
+    let set = jobwire(&db.url, &["queue", "limit", "imports", "--max-queued", "2"]);
+    assert!(set.status.success(), "{}", stderr(&set));
+    assert!(
+        stdout(&set).contains("at most 2 job(s) waiting"),
+        "{}",
+        stdout(&set)
+    );
+    let set = jobwire(
+        &db.url,
+        &[
+            "tenant",
+            "set",
+            "other",
+            "--tenant",
+            "acme",
+            "--enqueue-rate",
+            "1/h",
+            "--max-queued",
+            "5",
+        ],
+    );
+    assert!(set.status.success(), "{}", stderr(&set));
+    assert!(stdout(&set).contains("at most 1/h"), "{}", stdout(&set));
+
+    let enqueue = |queue: &str| {
+        jobwire(
+            &db.url,
+            &[
+                "enqueue",
+                "import_row",
+                "--queue",
+                queue,
+                "--tenant",
+                "acme",
+            ],
+        )
+    };
+    for _ in 0..2 {
+        let ok = enqueue("imports");
+        assert!(ok.status.success(), "{}", stderr(&ok));
+    }
+    let full = enqueue("imports");
+    assert!(!full.status.success());
+    assert!(stderr(&full).contains("is full"), "{}", stderr(&full));
+    assert!(stderr(&full).contains("retry after"), "{}", stderr(&full));
+    assert!(enqueue("other").status.success());
+    let limited = enqueue("other");
+    assert!(!limited.status.success());
+    assert!(
+        stderr(&limited).contains("enqueue rate of 1 job(s) per 3600 s"),
+        "{}",
+        stderr(&limited)
+    );
+
+    // Nothing was written by a refusal.
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(jobs, 3);
+
+    // Shown, changed one at a time, removed.
+    let shown = jobwire(&db.url, &["queue", "limits", "imports", "--json"]);
+    let limits: serde_json::Value = serde_json::from_str(&stdout(&shown)).unwrap();
+    assert_eq!(limits["maxQueued"], 2);
+    let listed = stdout(&jobwire(&db.url, &["tenant", "list", "other"]));
+    assert!(
+        listed.contains("acme") && listed.contains("enqueues at most 1/h"),
+        "{listed}"
+    );
+    let shed = jobwire(
+        &db.url,
+        &[
+            "queue",
+            "limit",
+            "imports",
+            "--shed-depth",
+            "1",
+            "--shed-priority",
+            "-1",
+        ],
+    );
+    assert!(shed.status.success(), "{}", stderr(&shed));
+    assert!(
+        stdout(&shed).contains("priority -1 or more urgent"),
+        "{}",
+        stdout(&shed)
+    );
+    assert!(
+        stdout(&shed).contains("at most 2"),
+        "the cap stays: {}",
+        stdout(&shed)
+    );
+    for (args, says) in [
+        (vec!["queue", "limit", "imports"], "give a limit"),
+        (
+            vec!["queue", "limit", "imports", "--max-queued", "0"],
+            "at least 1",
+        ),
+        (
+            vec!["tenant", "set", "q", "--enqueue-rate", "5/week"],
+            "not a window",
+        ),
+        (
+            vec!["tenant", "set", "q", "--enqueue-rate", "0/s"],
+            "at least 1 job",
+        ),
+        (
+            vec![
+                "token", "create", "t", "--scope", "admin", "--tenant", "acme",
+            ],
+            "never admin",
+        ),
+    ] {
+        let refused = jobwire(&db.url, &args);
+        assert!(!refused.status.success(), "{args:?} was accepted");
+        assert!(
+            stderr(&refused).contains(says),
+            "{args:?}: {}",
+            stderr(&refused)
+        );
+    }
+    let removed = jobwire(&db.url, &["queue", "limit", "imports", "--remove"]);
+    assert!(removed.status.success(), "{}", stderr(&removed));
+    assert!(enqueue("imports").status.success(), "room again");
+
+    let token = jobwire(
+        &db.url,
+        &[
+            "token", "create", "acme-app", "--scope", "write", "--tenant", "acme",
+        ],
+    );
+    assert!(token.status.success(), "{}", stderr(&token));
+    assert!(
+        stderr(&token).contains("bound to tenant \"acme\""),
+        "{}",
+        stderr(&token)
+    );
+    let listed = stdout(&jobwire(&db.url, &["token", "list"]));
+    assert!(listed.contains("tenant \"acme\""), "{listed}");
+    pool.close().await;
     db.drop_database().await;
 }

@@ -1,3 +1,5 @@
+use std::time::Duration;
+
 use uuid::Uuid;
 
 use crate::{JobState, LeaseGeneration};
@@ -67,6 +69,44 @@ pub enum Error {
         /// The limit in force.
         limit: usize,
     },
+    /// The enqueue was refused because its queue, or its tenant on that
+    /// queue, holds as many waiting jobs as it may (or, `reason = Shed`,
+    /// the queue is deep enough that only urgent jobs get in). Nothing was
+    /// written; try again after `retry_after`, by when jobs may have drained.
+    #[error("{message} (retry after {retry_after:?})")]
+    QueueFull {
+        /// Which limit refused it.
+        reason: FullReason,
+        /// The queue.
+        queue: String,
+        /// The tenant, when the enqueue named one.
+        tenant: Option<String>,
+        /// The limit in force: the most waiting jobs, or for `Shed` the
+        /// depth from which low-priority jobs are refused.
+        limit: u32,
+        /// A hint, not a promise: the depth is checked again at each enqueue.
+        retry_after: Duration,
+        /// The database's message, for a person.
+        message: String,
+    },
+    /// The enqueue was refused because its tenant is over its enqueue rate
+    /// on that queue. Nothing was written; the rate allows this many jobs
+    /// again after `retry_after` (if nobody else of the tenant enqueues).
+    #[error("{message} (retry after {retry_after:?})")]
+    RateLimited {
+        /// The queue.
+        queue: String,
+        /// The tenant.
+        tenant: String,
+        /// Jobs allowed per `per_seconds`.
+        limit: u32,
+        /// The window of the rate, in seconds.
+        per_seconds: u32,
+        /// When the same enqueue would fit the rate.
+        retry_after: Duration,
+        /// The database's message, for a person.
+        message: String,
+    },
     /// A concurrent enqueue kept taking the same dedup key out from under us.
     #[error(
         "could not resolve dedup key {dedup_key:?} for job type {job_type}: concurrent enqueues"
@@ -110,6 +150,8 @@ impl Error {
             Error::InvalidJob { .. } => "INVALID_JOB",
             Error::InvalidArgument { .. } => "INVALID_ARGUMENT",
             Error::PayloadTooLarge { .. } => "PAYLOAD_TOO_LARGE",
+            Error::QueueFull { .. } => "QUEUE_FULL",
+            Error::RateLimited { .. } => "RATE_LIMITED",
             Error::DedupContention { .. } => "DEDUP_CONTENTION",
             Error::ConstraintViolation { .. } => "CONSTRAINT_VIOLATION",
             Error::Decode(_) => "DECODE",
@@ -122,6 +164,42 @@ impl Error {
     /// unreachable, a serialization failure, ...), as opposed to a verdict.
     pub fn is_transient(&self) -> bool {
         matches!(self, Error::Database(_) | Error::DedupContention { .. })
+    }
+
+    /// For a refusal that lifts with time ([`Error::QueueFull`],
+    /// [`Error::RateLimited`]): how long to wait before trying again.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Error::QueueFull { retry_after, .. } | Error::RateLimited { retry_after, .. } => {
+                Some(*retry_after)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Which enqueue limit refused a job ([`Error::QueueFull`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FullReason {
+    /// The queue holds its most waiting jobs (`max_queued`).
+    Queue,
+    /// The tenant holds its most waiting jobs on the queue.
+    Tenant,
+    /// The queue is at its shedding depth and the job is less urgent than
+    /// the queue then takes.
+    Shed,
+}
+
+impl FullReason {
+    /// The reason as the database and the API spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FullReason::Queue => "queue",
+            FullReason::Tenant => "tenant",
+            FullReason::Shed => "shed",
+        }
     }
 }
 
@@ -140,7 +218,7 @@ impl From<sqlx::Error> for Error {
                 }
                 // The schema's own verdicts on an enqueue (jobwire_enqueue,
                 // the payload limit of every enqueue statement).
-                Some(code @ ("JW400" | "JW413")) => {
+                Some(code @ ("JW400" | "JW413" | "JW429" | "JW42R")) => {
                     let detail = db
                         .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
                         .and_then(|pg| pg.detail())
@@ -198,8 +276,52 @@ fn enqueue_verdict(code: &str, detail: &str, message: &str) -> Option<Error> {
                 limit: limit.parse().ok()?,
             })
         }
+        "JW429" | "JW42R" => limit_verdict(code, detail, message),
         _ => None,
     }
+}
+
+/// The DETAIL of an enqueue-limit refusal (migration
+/// `20261201000010_enqueue_limits.sql`, `jobwire_refuse_enqueue`).
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LimitDetail {
+    reason: String,
+    queue: String,
+    tenant: Option<String>,
+    limit: u32,
+    seconds: Option<u32>,
+    retry_after_ms: u64,
+}
+
+fn limit_verdict(code: &str, detail: &str, message: &str) -> Option<Error> {
+    let detail: LimitDetail = serde_json::from_str(detail).ok()?;
+    let retry_after = Duration::from_millis(detail.retry_after_ms);
+    let message = message.to_owned();
+    if code == "JW42R" {
+        return Some(Error::RateLimited {
+            queue: detail.queue,
+            tenant: detail.tenant?,
+            limit: detail.limit,
+            per_seconds: detail.seconds?,
+            retry_after,
+            message,
+        });
+    }
+    let reason = match detail.reason.as_str() {
+        "queue" => FullReason::Queue,
+        "tenant" => FullReason::Tenant,
+        "shed" => FullReason::Shed,
+        _ => return None,
+    };
+    Some(Error::QueueFull {
+        reason,
+        queue: detail.queue,
+        tenant: detail.tenant,
+        limit: detail.limit,
+        retry_after,
+        message,
+    })
 }
 
 #[cfg(test)]
@@ -220,6 +342,37 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        match enqueue_verdict(
+            "JW42R",
+            r#"{"reason":"rate","queue":"q","tenant":"acme","limit":5,"seconds":60,"retryAfterMs":1500}"#,
+            "over",
+        ) {
+            Some(Error::RateLimited {
+                tenant,
+                limit,
+                per_seconds,
+                retry_after,
+                ..
+            }) => assert_eq!(
+                (tenant.as_str(), limit, per_seconds, retry_after),
+                ("acme", 5, 60, Duration::from_millis(1500))
+            ),
+            other => panic!("{other:?}"),
+        }
+        match enqueue_verdict(
+            "JW429",
+            r#"{"reason":"shed","queue":"q","tenant":null,"limit":100,"seconds":null,"retryAfterMs":1000}"#,
+            "deep",
+        ) {
+            Some(Error::QueueFull {
+                reason,
+                tenant,
+                limit,
+                ..
+            }) => assert_eq!((reason, tenant, limit), (FullReason::Shed, None, 100)),
+            other => panic!("{other:?}"),
+        }
+        assert!(enqueue_verdict("JW429", "not json", "x").is_none());
         assert!(enqueue_verdict("JW400", "no_such_field", "x").is_none());
         assert!(enqueue_verdict("JW413", "garbage", "x").is_none());
     }

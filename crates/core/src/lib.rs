@@ -22,7 +22,7 @@ pub mod store;
 mod trace_context;
 
 pub use backoff::Backoff;
-pub use error::Error;
+pub use error::{Error, FullReason};
 pub use model::{
     ClaimMiss, ClaimedJob, DeadLetterGroup, Dispatch, EnqueuedJob, FinishOutcome, FinishResult,
     HeartbeatResult, JobFilter, JobState, JobStatus, Lease, LeaseGeneration, NewJob,
@@ -30,20 +30,21 @@ pub use model::{
 };
 pub use schema::{MIGRATOR, SchemaState, migrate, schema_state};
 pub use store::{
-    ApiToken, AuditEntry, BulkReplay, ClaimByIds, CreatedToken, Enqueuer, FinishedInMinute,
-    FireReport, JobPage, LIST_SCAN_ROWS, MAX_PAYLOAD_BYTES, MissedRuns, OpenedUiSession,
-    OutboxDeadGroup, OutboxReplayFilter, PAYLOAD_CEILING_BYTES, ReplayFilter, Schedule,
-    ScheduleSpec, Scope, SideTable, TenantCap, TenantCaps, WAKE_CHANNEL, acknowledge_cancel,
-    archive_finished, authenticate_api_token, claim_batch, claim_by_ids, claim_overdue, complete,
-    create_api_token, create_ui_session, database_now, dead_letter_groups, delete_schedule,
+    ApiToken, AuditEntry, BulkReplay, ClaimByIds, CreatedToken, EnqueueRate, Enqueuer,
+    FinishedInMinute, FireReport, JobPage, LIST_SCAN_ROWS, MAX_PAYLOAD_BYTES, MAX_RATE_SECONDS,
+    MissedRuns, OpenedUiSession, OutboxDeadGroup, OutboxReplayFilter, PAYLOAD_CEILING_BYTES,
+    QueueLimits, ReplayFilter, Schedule, ScheduleSpec, Scope, Shedding, SideTable, TenantCap,
+    TenantCaps, TenantLimits, WAKE_CHANNEL, acknowledge_cancel, archive_finished,
+    authenticate_api_token, claim_batch, claim_by_ids, claim_overdue, complete, create_api_token,
+    create_tenant_api_token, create_ui_session, database_now, dead_letter_groups, delete_schedule,
     end_ui_session, enqueue, enqueue_many, fail, find_ui_session, finish_many, finished_per_minute,
     fire_due_schedules, get_schedule, hand_out_free_tenant_slots, heartbeat, heartbeat_many,
     job_audit_trail, job_status, lease_expiries_since, list_api_tokens, list_jobs, list_schedules,
-    max_payload_bytes, outbox_dead_groups, outbox_lag, put_schedule, queue_dispatch,
+    max_payload_bytes, outbox_dead_groups, outbox_lag, put_schedule, queue_dispatch, queue_limits,
     queue_overview, reconcile_wake_ups, replay_dead, replay_dead_in_batches, replay_dead_job,
     replay_outbox_dead, request_cancel, resume_queue, revoke_api_token, set_max_payload_bytes,
-    set_queue_dispatch, set_queue_paused, set_schedule_paused, set_tenant_cap,
-    sweep_expired_leases, tenant_caps, trim_side_table, validate_tenant,
+    set_queue_dispatch, set_queue_limits, set_queue_paused, set_schedule_paused, set_tenant_cap,
+    set_tenant_limits, sweep_expired_leases, tenant_caps, trim_side_table, validate_tenant,
 };
 pub use trace_context::{MAX_TRACESTATE_BYTES, TraceContext};
 

@@ -142,6 +142,15 @@ async fn side_tables_are_trimmed_by_age_in_batches(pool: PgPool) {
     .await
     .unwrap();
 
+    sqlx::query(
+        "INSERT INTO job_enqueue_counts (queue, tenant, backend, window_start, count, previous)
+         SELECT 'q', 't', b, now() - make_interval(days => d), 1, 0
+         FROM unnest(ARRAY[100, 100, 0], ARRAY[1, 2, 3]) AS t(d, b)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+
     let month = Duration::from_secs(30 * 24 * 60 * 60);
     for table in SideTable::ALL {
         // Batches of one: the first call takes one old row, the second the

@@ -889,3 +889,278 @@ async fn tenant_caps_over_http(pool: PgPool) {
         (200, Value::Null)
     );
 }
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn enqueue_limits_over_http(pool: PgPool) {
+    let api = Api::start(pool).await;
+    let put = |path: &str, token: &str, body: Value| {
+        api.client
+            .put(api.url(path))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+    };
+    let (status, limits) = parts(
+        put(
+            "/queues/imports/limits",
+            &api.admin,
+            json!({"maxQueued": 2, "shed": {"depth": 1, "priority": 0}}),
+        )
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{limits}");
+    assert_eq!(limits["maxQueued"], 2);
+    assert_eq!(limits["shed"], json!({"depth": 1, "priority": 0}));
+    let (status, caps) = parts(
+        put(
+            "/queues/imports/tenant-limits",
+            &api.admin,
+            json!({"enqueueRate": {"jobs": 1, "perSeconds": 3600}}),
+        )
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{caps}");
+    assert_eq!(
+        caps["defaults"]["enqueueRate"],
+        json!({"jobs": 1, "perSeconds": 3600})
+    );
+
+    let row =
+        |priority: i32| json!({"type": "import_row", "queue": "imports", "priority": priority});
+    assert_eq!(enqueue(&api, row(0)).await.0, 201);
+    // Shedding: the queue holds 1, so only priority 0 or more urgent gets in.
+    let response = api
+        .post("/jobs", &api.write)
+        .json(&row(5))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 429);
+    assert_eq!(response.headers()["retry-after"], "1");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(error_code(&body), "QUEUE_FULL", "{body}");
+    assert_eq!(body["error"]["retryAfterMs"], 1000, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("priority 0"),
+        "{body}"
+    );
+    assert_eq!(enqueue(&api, row(-1)).await.0, 201);
+    // Full: two wait, so even an urgent job is refused.
+    let (status, body) = enqueue(&api, row(-5)).await;
+    assert_eq!((status, error_code(&body)), (429, "QUEUE_FULL"), "{body}");
+
+    // The tenant's rate: one an hour.
+    let tenant_row = json!({"type": "import_row", "queue": "other", "tenant": "acme"});
+    jobwire_core::set_tenant_limits(
+        &api.pool,
+        "other",
+        Some("acme"),
+        &jobwire_core::TenantLimits {
+            enqueue_rate: Some(jobwire_core::EnqueueRate {
+                jobs: 1,
+                per_seconds: 3600,
+            }),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(enqueue(&api, tenant_row.clone()).await.0, 201);
+    let response = api
+        .post("/jobs", &api.write)
+        .json(&tenant_row)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 429);
+    let wait: u64 = response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(wait > 1 && wait <= 7200, "Retry-After {wait}");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(error_code(&body), "RATE_LIMITED", "{body}");
+
+    // Nothing was written by any refusal.
+    let (_, listed) = parts(api.get("/jobs?limit=100", &api.read).send().await.unwrap()).await;
+    assert_eq!(listed["jobs"].as_array().unwrap().len(), 3, "{listed}");
+
+    // Bad bodies: a clear 400, nothing changed.
+    for (path, body) in [
+        ("/queues/imports/limits", json!({"maxQueued": 0})),
+        (
+            "/queues/imports/limits",
+            json!({"shed": {"depth": 0, "priority": 0}}),
+        ),
+        ("/queues/imports/limits", json!({"shed": {"depth": 3}})),
+        (
+            "/queues/imports/limits",
+            json!({"maxQueued": 3, "burst": 1}),
+        ),
+        (
+            "/queues/imports/tenant-limits",
+            json!({"enqueueRate": {"jobs": 1, "perSeconds": 0}}),
+        ),
+        (
+            "/queues/imports/tenant-limits",
+            json!({"enqueueRate": {"jobs": 0, "perSeconds": 1}}),
+        ),
+        ("/queues/imports/tenants/acme", json!({})),
+    ] {
+        let (status, answer) = parts(put(path, &api.admin, body.clone()).await.unwrap()).await;
+        assert_eq!(
+            (status, error_code(&answer)),
+            (400, "INVALID_FIELD"),
+            "{path} {body}: {answer}"
+        );
+    }
+    // Scopes: reading is `read`, changing is `admin`.
+    let (status, _) = parts(
+        put("/queues/imports/limits", &api.write, json!({}))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 403);
+    let (status, limits) = parts(
+        api.get("/queues/imports/limits", &api.read)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, limits["maxQueued"].clone()), (200, json!(2)));
+
+    // Removed: the queue takes jobs again.
+    let (status, limits) = parts(
+        api.client
+            .delete(api.url("/queues/imports/limits"))
+            .bearer_auth(&api.admin)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(limits.get("maxQueued").is_none(), "{limits}");
+    assert_eq!(enqueue(&api, row(9)).await.0, 201);
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_token_bound_to_a_tenant_keeps_to_its_jobs(pool: PgPool) {
+    let api = Api::start(pool).await;
+    let acme = jobwire_core::create_tenant_api_token(
+        &api.pool,
+        "acme-app",
+        jobwire_core::Scope::Write,
+        Some("acme"),
+    )
+    .await
+    .unwrap()
+    .secret;
+    let post = |body: Value| api.post("/jobs", &acme).json(&body).send();
+    // Its enqueues are acme's, named or not.
+    let (status, job) = parts(post(json!({"type": "import_row"})).await.unwrap()).await;
+    assert_eq!(
+        (status, job["tenant"].clone()),
+        (201, json!("acme")),
+        "{job}"
+    );
+    let own = job_id(&job);
+    let (status, _) = parts(
+        post(json!({"type": "import_row", "tenant": "acme"}))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let (status, body) = parts(
+        post(json!({"type": "import_row", "tenant": "bigco"}))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, error_code(&body)), (403, "FORBIDDEN"), "{body}");
+
+    // It reads its own jobs; another tenant's job is not there for it.
+    let (status, _) = parts(
+        api.get(&format!("/jobs/{own}"), &acme)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (_, other) = enqueue(&api, json!({"type": "import_row", "tenant": "bigco"})).await;
+    let other = job_id(&other);
+    let (status, body) = parts(
+        api.get(&format!("/jobs/{other}"), &acme)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, error_code(&body)), (404, "JOB_NOT_FOUND"));
+    let (status, _) = parts(
+        api.post(&format!("/jobs/{other}/cancel"), &acme)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 404);
+    assert_eq!(
+        jobwire_core::job_status(&api.pool, other)
+            .await
+            .unwrap()
+            .state,
+        JobState::Queued,
+        "not cancelled"
+    );
+    let (status, _) = parts(
+        api.post(&format!("/jobs/{own}/cancel"), &acme)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200);
+
+    // Every call over many jobs or a queue refuses it.
+    for path in [
+        "/jobs",
+        "/dead-letter",
+        "/queues",
+        "/queues/default/tenants",
+    ] {
+        let (status, body) = parts(api.get(path, &acme).send().await.unwrap()).await;
+        assert_eq!(
+            (status, error_code(&body)),
+            (403, "FORBIDDEN"),
+            "{path}: {body}"
+        );
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains("acme"),
+            "{body}"
+        );
+    }
+    // Never an admin token.
+    assert!(
+        jobwire_core::create_tenant_api_token(
+            &api.pool,
+            "acme-admin",
+            jobwire_core::Scope::Admin,
+            Some("acme"),
+        )
+        .await
+        .is_err()
+    );
+}

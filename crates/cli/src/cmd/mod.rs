@@ -8,6 +8,7 @@ pub(crate) mod dead_letters;
 pub(crate) mod enqueue;
 pub(crate) mod migrate;
 pub(crate) mod outbox;
+pub(crate) mod queue;
 pub(crate) mod relay;
 pub(crate) mod replay;
 pub(crate) mod schedule;

@@ -1,28 +1,74 @@
-//! `jobwire tenant`: per-queue caps on how many of one tenant's jobs run at
-//! once (docs/tenants.md).
+//! `jobwire tenant`: per-queue limits for each tenant: how many of its jobs
+//! run at once, how many may wait, how fast it may enqueue
+//! (docs/tenants.md).
 
-use anyhow::Result;
+use anyhow::{Result, bail};
+use jobwire_core::{EnqueueRate, TenantLimits};
 use sqlx::PgPool;
+
+/// A limit on the command line: a number, or `none` to remove it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum LimitArg<T> {
+    Set(T),
+    Remove,
+}
+
+impl<T> LimitArg<T> {
+    pub(crate) fn apply(self, current: &mut Option<T>) {
+        *current = match self {
+            LimitArg::Set(value) => Some(value),
+            LimitArg::Remove => None,
+        };
+    }
+}
+
+pub(crate) fn count_limit(text: &str) -> Result<LimitArg<u32>, String> {
+    if text == "none" {
+        return Ok(LimitArg::Remove);
+    }
+    match text.parse::<u32>() {
+        Ok(0) => Err("must be at least 1 (or none to remove the limit)".into()),
+        Ok(n) => Ok(LimitArg::Set(n)),
+        Err(_) => Err(format!("{text:?} is not a whole number or none")),
+    }
+}
+
+fn rate_limit(text: &str) -> Result<LimitArg<EnqueueRate>, String> {
+    if text == "none" {
+        return Ok(LimitArg::Remove);
+    }
+    text.parse().map(LimitArg::Set)
+}
 
 #[derive(clap::Subcommand)]
 pub(crate) enum TenantCommand {
-    /// Cap how many jobs of one tenant run at once on a queue: the queue's
-    /// default for every tenant, or with --tenant an override for one.
+    /// Set a queue's per-tenant limits: the defaults of every tenant, or
+    /// with --tenant the overrides of one. Only the limits given change;
+    /// `none` removes one, --remove all of them.
     Set {
         /// The queue.
         queue: String,
         /// The tenant to override (default: every tenant of the queue).
         #[arg(long)]
         tenant: Option<String>,
-        /// Most running jobs per tenant (at least 1).
-        #[arg(long, value_parser = clap::value_parser!(u32).range(1..),
-              required_unless_present = "remove", conflicts_with = "remove")]
-        max_running: Option<u32>,
-        /// Remove the cap instead (an override falls back to the default).
-        #[arg(long)]
+        /// Most running jobs per tenant (at least 1, or none).
+        #[arg(long, value_name = "N|none", value_parser = count_limit)]
+        max_running: Option<LimitArg<u32>>,
+        /// Most waiting jobs per tenant: an enqueue past it is refused
+        /// (queue full), and nothing is written (at least 1, or none).
+        #[arg(long, value_name = "N|none", value_parser = count_limit)]
+        max_queued: Option<LimitArg<u32>>,
+        /// How fast a tenant may enqueue, like 100/s, 600/min, 1000/h or
+        /// 50/10s: an enqueue past it is refused (rate limited), or none.
+        #[arg(long, value_name = "RATE|none", value_parser = rate_limit)]
+        enqueue_rate: Option<LimitArg<EnqueueRate>>,
+        /// Remove every limit at this scope instead (an override falls back
+        /// to the defaults).
+        #[arg(long, conflicts_with_all = ["max_running", "max_queued", "enqueue_rate"])]
         remove: bool,
     },
-    /// Show a queue's caps and each tenant's running and waiting jobs.
+    /// Show a queue's per-tenant limits and each tenant's running and
+    /// waiting jobs.
     List {
         /// The queue.
         queue: String,
@@ -32,22 +78,87 @@ pub(crate) enum TenantCommand {
     },
 }
 
+/// The limits of one scope, as `jobwire tenant list` prints them.
+fn describe(limits: &TenantLimits) -> String {
+    let mut parts = Vec::new();
+    if let Some(n) = limits.max_running {
+        parts.push(format!("at most {n} running"));
+    }
+    if let Some(n) = limits.max_queued {
+        parts.push(format!("at most {n} waiting"));
+    }
+    if let Some(rate) = limits.enqueue_rate {
+        parts.push(format!("enqueues at most {rate}"));
+    }
+    if parts.is_empty() {
+        "no limits".to_owned()
+    } else {
+        parts.join(", ")
+    }
+}
+
 pub(crate) async fn tenant(pool: &PgPool, command: TenantCommand) -> Result<()> {
     match command {
         TenantCommand::Set {
             queue,
             tenant,
             max_running,
-            remove: _,
+            max_queued,
+            enqueue_rate,
+            remove,
         } => {
-            jobwire_core::set_tenant_cap(pool, &queue, tenant.as_deref(), max_running).await?;
+            if !remove && max_running.is_none() && max_queued.is_none() && enqueue_rate.is_none() {
+                bail!(
+                    "give a limit to set (--max-running, --max-queued, --enqueue-rate) or --remove"
+                );
+            }
+            let caps = jobwire_core::tenant_caps(pool, &queue).await?;
+            let mut limits = match &tenant {
+                None => caps.defaults,
+                Some(name) => caps
+                    .tenants
+                    .iter()
+                    .find(|known| known.tenant == *name)
+                    .map(|known| known.overrides)
+                    .unwrap_or_default(),
+            };
+            if remove {
+                limits = TenantLimits::default();
+            }
+            if let Some(change) = max_running {
+                change.apply(&mut limits.max_running);
+            }
+            if let Some(change) = max_queued {
+                change.apply(&mut limits.max_queued);
+            }
+            if let Some(change) = enqueue_rate {
+                change.apply(&mut limits.enqueue_rate);
+            }
+            jobwire_core::set_tenant_limits(pool, &queue, tenant.as_deref(), &limits).await?;
             let whom = match &tenant {
                 Some(tenant) => format!("tenant {tenant:?}"),
                 None => "every tenant".to_owned(),
             };
-            match max_running {
-                Some(n) => println!("queue {queue:?}: {whom} runs at most {n} job(s) at once"),
-                None => println!("queue {queue:?}: {whom} has no cap of its own now"),
+            // Say what this command changed, one line per limit.
+            if remove || max_running.is_some() {
+                match limits.max_running {
+                    Some(n) => println!("queue {queue:?}: {whom} runs at most {n} job(s) at once"),
+                    None => println!("queue {queue:?}: {whom} has no cap of its own now"),
+                }
+            }
+            if remove || max_queued.is_some() {
+                match limits.max_queued {
+                    Some(n) => println!("queue {queue:?}: {whom} has at most {n} job(s) waiting"),
+                    None => println!(
+                        "queue {queue:?}: {whom} has no cap on waiting jobs of its own now"
+                    ),
+                }
+            }
+            if remove || enqueue_rate.is_some() {
+                match limits.enqueue_rate {
+                    Some(rate) => println!("queue {queue:?}: {whom} enqueues at most {rate}"),
+                    None => println!("queue {queue:?}: {whom} has no enqueue rate of its own now"),
+                }
             }
         }
         TenantCommand::List { queue, json } => {
@@ -60,23 +171,28 @@ pub(crate) async fn tenant(pool: &PgPool, command: TenantCommand) -> Result<()> 
                 Some(n) => println!("queue {queue:?}: every tenant at most {n} running"),
                 None => println!("queue {queue:?}: no default cap"),
             }
+            println!(
+                "queue {queue:?} defaults for every tenant: {}",
+                describe(&caps.defaults)
+            );
             if caps.tenants.is_empty() {
                 println!("no tenant has an override or has run under a cap");
                 return Ok(());
             }
             println!(
-                "{:<32} {:>9} {:>8} {:>8} {:>8}",
+                "{:<32} {:>9} {:>8} {:>8} {:>8}  limits in force",
                 "tenant", "override", "cap", "running", "waiting"
             );
             let show = |n: Option<i32>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
             for tenant in caps.tenants {
                 println!(
-                    "{:<32} {:>9} {:>8} {:>8} {:>8}",
+                    "{:<32} {:>9} {:>8} {:>8} {:>8}  {}",
                     tenant.tenant,
                     show(tenant.override_max_running),
                     show(tenant.max_running),
                     tenant.running,
-                    tenant.waiting
+                    tenant.waiting,
+                    describe(&tenant.limits)
                 );
             }
         }

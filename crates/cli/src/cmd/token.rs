@@ -14,6 +14,10 @@ pub(crate) enum TokenCommand {
         /// dead-letter retry, pause and resume).
         #[arg(long, value_parser = ["read", "write", "admin"])]
         scope: String,
+        /// Bind the token to a tenant: it then enqueues only that tenant's
+        /// jobs and reads only them (read or write scope).
+        #[arg(long)]
+        tenant: Option<String>,
     },
     /// List tokens (never their secrets).
     List,
@@ -26,11 +30,21 @@ pub(crate) enum TokenCommand {
 
 pub(crate) async fn token(pool: &PgPool, command: TokenCommand) -> Result<()> {
     match command {
-        TokenCommand::Create { name, scope } => {
+        TokenCommand::Create {
+            name,
+            scope,
+            tenant,
+        } => {
             let scope: Scope = scope.parse()?;
-            let created = jobwire_core::create_api_token(pool, &name, scope).await?;
+            let created =
+                jobwire_core::create_tenant_api_token(pool, &name, scope, tenant.as_deref())
+                    .await?;
+            let bound = match &created.token.tenant {
+                Some(tenant) => format!(", bound to tenant {tenant:?}"),
+                None => String::new(),
+            };
             eprintln!(
-                "token {:?} ({}) created; its secret is shown only now:",
+                "token {:?} ({}{bound}) created; its secret is shown only now:",
                 created.token.name, created.token.scope
             );
             println!("{}", created.secret);
@@ -45,8 +59,12 @@ pub(crate) async fn token(pool: &PgPool, command: TokenCommand) -> Result<()> {
                     Some(at) => format!("revoked {}", at.to_rfc3339()),
                     None => "live".to_owned(),
                 };
+                let bound = match &token.tenant {
+                    Some(tenant) => format!("  tenant {tenant:?}"),
+                    None => String::new(),
+                };
                 println!(
-                    "{:<24} {:<6} {}  created {}  {status}",
+                    "{:<24} {:<6} {}  created {}  {status}{bound}",
                     token.name,
                     token.scope,
                     token.token_id,

@@ -47,6 +47,9 @@ impl Default for RetentionConfig {
 }
 
 const DAY: Duration = Duration::from_secs(24 * 60 * 60);
+/// How long a tenant's enqueue-rate counter row is kept after its window
+/// started: two of the longest windows.
+const ENQUEUE_COUNTS_KEEP: Duration = Duration::from_secs(2 * 24 * 60 * 60);
 
 impl RetentionConfig {
     /// Reject settings that cannot work.
@@ -75,6 +78,9 @@ impl RetentionConfig {
             (SideTable::Audit, self.keep_audit),
             (SideTable::OutboxAudit, self.keep_audit),
             (SideTable::OutboxDead, self.keep_outbox_dead),
+            // Not a setting: a rate counter is worthless two windows on, and
+            // a window is at most a day.
+            (SideTable::EnqueueCounts, Some(ENQUEUE_COUNTS_KEEP)),
         ]
         .into_iter()
         .filter_map(|(table, keep)| keep.map(|keep| (table, keep)))

@@ -91,16 +91,20 @@ pub enum SideTable {
     OutboxDead,
     /// `job_outbox_audit`: operator actions on outbox rows, by `created_at`.
     OutboxAudit,
+    /// `job_enqueue_counts`: the tenant enqueue-rate counters, by
+    /// `window_start` (a row counts for nothing two windows on).
+    EnqueueCounts,
 }
 
 impl SideTable {
     /// Every side table.
-    pub const ALL: [SideTable; 5] = [
+    pub const ALL: [SideTable; 6] = [
         SideTable::History,
         SideTable::Effects,
         SideTable::Audit,
         SideTable::OutboxDead,
         SideTable::OutboxAudit,
+        SideTable::EnqueueCounts,
     ];
 
     /// The table's name.
@@ -111,6 +115,7 @@ impl SideTable {
             SideTable::Audit => "job_audit",
             SideTable::OutboxDead => "job_outbox_dead",
             SideTable::OutboxAudit => "job_outbox_audit",
+            SideTable::EnqueueCounts => "job_enqueue_counts",
         }
     }
 
@@ -121,6 +126,7 @@ impl SideTable {
             SideTable::Audit => include_str!("../../sql/trim_job_audit.sql"),
             SideTable::OutboxDead => include_str!("../../sql/trim_job_outbox_dead.sql"),
             SideTable::OutboxAudit => include_str!("../../sql/trim_job_outbox_audit.sql"),
+            SideTable::EnqueueCounts => include_str!("../../sql/trim_job_enqueue_counts.sql"),
         }
     }
 }

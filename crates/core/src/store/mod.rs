@@ -15,6 +15,7 @@ mod cancel;
 mod enqueue;
 mod health;
 mod lease;
+mod limits;
 mod maintenance;
 mod outbox;
 mod queues;
@@ -42,6 +43,10 @@ pub use lease::{
     ClaimByIds, acknowledge_cancel, claim_batch, claim_by_ids, claim_overdue, complete, fail,
     finish_many, heartbeat, heartbeat_many,
 };
+pub use limits::{
+    EnqueueRate, MAX_RATE_SECONDS, QueueLimits, Shedding, TenantLimits, queue_limits,
+    set_queue_limits, set_tenant_limits,
+};
 pub use maintenance::{
     SideTable, SweptLease, archive_finished, outbox_lag, reconcile_wake_ups, sweep_expired_leases,
     trim_side_table,
@@ -57,8 +62,8 @@ pub use tenants::{
     TenantCap, TenantCaps, hand_out_free_tenant_slots, set_tenant_cap, tenant_caps, validate_tenant,
 };
 pub use tokens::{
-    ApiToken, CreatedToken, Scope, authenticate_api_token, create_api_token, list_api_tokens,
-    revoke_api_token,
+    ApiToken, CreatedToken, Scope, authenticate_api_token, create_api_token,
+    create_tenant_api_token, list_api_tokens, revoke_api_token,
 };
 pub use ui_sessions::{OpenedUiSession, create_ui_session, end_ui_session, find_ui_session};
 pub use views::{JobPage, LIST_SCAN_ROWS, id_prefix_range, list_jobs, queue_overview};

@@ -1,4 +1,6 @@
-//! Tenants: per-queue caps on how many of one tenant's jobs run at once.
+//! Tenants: per-queue caps on how many of one tenant's jobs run at once,
+//! and reading a queue's per-tenant limits (the enqueue limits are set in
+//! `limits.rs`).
 //!
 //! The cap itself is enforced by the database (migration
 //! `20261201000009_tenant_caps.sql`): slot rows that a claim takes in the
@@ -12,32 +14,79 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 
+use super::limits::TenantLimits;
 use crate::{Error, Result};
 
-/// The tenant caps of one queue.
+/// The per-tenant limits of one queue.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TenantCaps {
     /// The queue.
     pub queue: String,
-    /// The cap of every tenant without an override (`None`: uncapped).
+    /// The cap on running jobs of every tenant without an override
+    /// (`None`: uncapped).
     pub default_max_running: Option<i32>,
+    /// The defaults of every tenant without an override, all three limits.
+    pub defaults: TenantLimits,
     /// Tenants with an override or a slot.
     pub tenants: Vec<TenantCap>,
 }
 
 /// One tenant of a queue.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TenantCap {
     /// The tenant.
     pub tenant: String,
-    /// Its own cap, when it has one.
+    /// Its own cap on running jobs, when it has one.
     pub override_max_running: Option<i32>,
     /// The cap in force: the override, else the queue's default.
     pub max_running: Option<i32>,
-    /// Its jobs running now.
+    /// Its own limits (`None` fields fall back to the queue's defaults).
+    pub overrides: TenantLimits,
+    /// The limits in force.
+    pub limits: TenantLimits,
+    /// Its jobs running now under the cap (holding a slot).
     pub running: i64,
     /// Its jobs waiting (queued or waiting for a retry).
     pub waiting: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct TenantCapRow {
+    tenant: String,
+    override_max_running: Option<i32>,
+    max_running: Option<i32>,
+    override_max_queued: Option<i32>,
+    max_queued: Option<i32>,
+    override_rate_jobs: Option<i32>,
+    override_rate_seconds: Option<i32>,
+    rate_jobs: Option<i32>,
+    rate_seconds: Option<i32>,
+    running: i64,
+    waiting: i64,
+}
+
+impl From<TenantCapRow> for TenantCap {
+    fn from(row: TenantCapRow) -> Self {
+        TenantCap {
+            tenant: row.tenant,
+            override_max_running: row.override_max_running,
+            max_running: row.max_running,
+            overrides: TenantLimits::from_columns(
+                row.override_max_running,
+                row.override_max_queued,
+                row.override_rate_jobs,
+                row.override_rate_seconds,
+            ),
+            limits: TenantLimits::from_columns(
+                row.max_running,
+                row.max_queued,
+                row.rate_jobs,
+                row.rate_seconds,
+            ),
+            running: row.running,
+            waiting: row.waiting,
+        }
+    }
 }
 
 /// Check a tenant name as the enqueue does: not blank, at most 255 bytes.
@@ -45,7 +94,7 @@ pub fn validate_tenant(tenant: &str) -> Result<()> {
     argument("tenant", tenant)
 }
 
-fn argument(argument: &'static str, value: &str) -> Result<()> {
+pub(super) fn argument(argument: &'static str, value: &str) -> Result<()> {
     match super::enqueue::name_problem(value) {
         Some(reason) => Err(Error::InvalidArgument { argument, reason }),
         None => Ok(()),
@@ -68,50 +117,29 @@ pub async fn set_tenant_cap(
     if let Some(tenant) = tenant {
         validate_tenant(tenant)?;
     }
-    let max_running = match max_running {
-        Some(0) => {
-            return Err(Error::InvalidArgument {
-                argument: "max_running",
-                reason: "must be at least 1 (remove the cap instead)".into(),
-            });
-        }
-        Some(n) => Some(i32::try_from(n).map_err(|_| Error::InvalidArgument {
-            argument: "max_running",
-            reason: format!("at most {}", i32::MAX),
-        })?),
-        None => None,
+    let limits = TenantLimits {
+        max_running,
+        ..TenantLimits::default()
     };
-    let mut tx = pool.begin().await?;
-    sqlx::query(include_str!("../../sql/set_tenant_cap.sql"))
-        .bind(queue)
-        .bind(tenant)
-        .bind(max_running)
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query("SELECT jobwire_refresh_tenant_capped($1)")
-        .bind(queue)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(())
+    super::limits::write_tenant_limits(pool, queue, tenant, &limits, true).await
 }
 
-/// The caps of `queue` and its tenants' running and waiting jobs.
+/// The per-tenant limits of `queue` and its tenants' running and waiting
+/// jobs.
 pub async fn tenant_caps(pool: &PgPool, queue: &str) -> Result<TenantCaps> {
-    let default_max_running: Option<i32> =
-        sqlx::query_scalar("SELECT tenant_max_running FROM job_queues WHERE queue = $1")
-            .bind(queue)
-            .fetch_optional(pool)
-            .await?
-            .flatten();
-    let tenants = sqlx::query_as(include_str!("../../sql/tenant_caps.sql"))
+    let limits = super::limits::queue_limits(pool, queue).await?;
+    let rows: Vec<TenantCapRow> = sqlx::query_as(include_str!("../../sql/tenant_caps.sql"))
         .bind(queue)
         .fetch_all(pool)
         .await?;
     Ok(TenantCaps {
         queue: queue.to_owned(),
-        default_max_running,
-        tenants,
+        default_max_running: limits
+            .tenant_defaults
+            .max_running
+            .map(|n| i32::try_from(n).unwrap_or(i32::MAX)),
+        defaults: limits.tenant_defaults,
+        tenants: rows.into_iter().map(Into::into).collect(),
     })
 }
 

@@ -78,6 +78,9 @@ pub struct ApiToken {
     pub name: String,
     /// What it may do.
     pub scope: Scope,
+    /// The tenant it is bound to, if any: it then enqueues and reads only
+    /// that tenant's jobs.
+    pub tenant: Option<String>,
     /// When it was created.
     pub created_at: DateTime<Utc>,
     /// When it was revoked, if it was.
@@ -89,6 +92,7 @@ pub(super) struct TokenRow {
     token_id: String,
     name: String,
     scope: String,
+    tenant: Option<String>,
     created_at: DateTime<Utc>,
     revoked_at: Option<DateTime<Utc>>,
 }
@@ -105,6 +109,7 @@ impl TryFrom<TokenRow> for ApiToken {
             token_id: row.token_id,
             name: row.name,
             scope,
+            tenant: row.tenant,
             created_at: row.created_at,
             revoked_at: row.revoked_at,
         })
@@ -158,6 +163,27 @@ pub async fn create_api_token<'c, E: PgExecutor<'c>>(
     name: &str,
     scope: Scope,
 ) -> Result<CreatedToken> {
+    create_tenant_api_token(executor, name, scope, None).await
+}
+
+/// [`create_api_token`], bound to `tenant` when given: such a token
+/// enqueues only that tenant's jobs and reads only them. A read or write
+/// scope only ([`Error::InvalidArgument`] for admin).
+pub async fn create_tenant_api_token<'c, E: PgExecutor<'c>>(
+    executor: E,
+    name: &str,
+    scope: Scope,
+    tenant: Option<&str>,
+) -> Result<CreatedToken> {
+    if let Some(tenant) = tenant {
+        super::tenants::validate_tenant(tenant)?;
+        if scope == Scope::Admin {
+            return Err(Error::InvalidArgument {
+                argument: "scope",
+                reason: "a token bound to a tenant is read or write, never admin".into(),
+            });
+        }
+    }
     let valid_name = !name.is_empty()
         && name.len() <= 64
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
@@ -182,6 +208,7 @@ pub async fn create_api_token<'c, E: PgExecutor<'c>>(
         .bind(name)
         .bind(scope.as_str())
         .bind(&sha256(&secret)[..])
+        .bind(tenant)
         .fetch_one(executor)
         .await
         .map_err(|err| match &err {

@@ -1,6 +1,12 @@
 //! Bearer tokens: who is calling, and may they. Each handler names the
 //! scope it needs by taking [`Reader`], [`Writer`] or [`Admin`] as its first
 //! argument, so the token is checked before the body is even read.
+//!
+//! A token bound to a tenant passes only [`TenantReader`] and
+//! [`TenantWriter`], which the calls on single jobs take (enqueue, read,
+//! cancel); their handlers then keep it to its tenant's jobs. Every other
+//! call refuses it, so a customer's token never sees another customer's
+//! queues, dead letters or listings.
 
 use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
@@ -12,7 +18,12 @@ use super::error::ApiError;
 
 /// The caller's token, once checked: its name is the actor recorded in
 /// `job_audit` for what the call does.
-async fn authorize(parts: &Parts, state: &ApiState, needed: Scope) -> Result<ApiToken, ApiError> {
+async fn authorize(
+    parts: &Parts,
+    state: &ApiState,
+    needed: Scope,
+    tenant_calls: bool,
+) -> Result<ApiToken, ApiError> {
     let presented = parts
         .headers
         .get(AUTHORIZATION)
@@ -33,11 +44,30 @@ async fn authorize(parts: &Parts, state: &ApiState, needed: Scope) -> Result<Api
             ),
         });
     }
+    if let Some(tenant) = &token.tenant
+        && !tenant_calls
+    {
+        return Err(ApiError::Forbidden {
+            message: format!(
+                "Token {:?} is bound to tenant {tenant:?}: it may only enqueue, read and cancel that tenant's jobs (POST /jobs, GET /jobs/{{jobId}}, POST /jobs/{{jobId}}/cancel).",
+                token.name
+            ),
+        });
+    }
     Ok(token)
 }
 
+/// Whether `token` may see a job of `tenant`: any token not bound to a
+/// tenant, or one bound to that same tenant.
+pub(crate) fn sees_tenant(token: &ApiToken, tenant: Option<&str>) -> bool {
+    token
+        .tenant
+        .as_deref()
+        .is_none_or(|bound| Some(bound) == tenant)
+}
+
 macro_rules! scope_extractor {
-    ($(#[$doc:meta])* $name:ident, $scope:expr) => {
+    ($(#[$doc:meta])* $name:ident, $scope:expr, $tenant_calls:expr) => {
         $(#[$doc])*
         pub(crate) struct $name(pub ApiToken);
 
@@ -48,7 +78,7 @@ macro_rules! scope_extractor {
                 parts: &mut Parts,
                 state: &ApiState,
             ) -> Result<Self, Self::Rejection> {
-                authorize(parts, state, $scope).await.map($name)
+                authorize(parts, state, $scope, $tenant_calls).await.map($name)
             }
         }
     };
@@ -57,15 +87,32 @@ macro_rules! scope_extractor {
 scope_extractor!(
     /// A caller with at least a `read` token.
     Reader,
-    Scope::Read
+    Scope::Read,
+    false
 );
 scope_extractor!(
     /// A caller with at least a `write` token.
     Writer,
-    Scope::Write
+    Scope::Write,
+    false
 );
 scope_extractor!(
     /// A caller with an `admin` token.
     Admin,
-    Scope::Admin
+    Scope::Admin,
+    false
+);
+scope_extractor!(
+    /// A caller with at least a `read` token, perhaps bound to a tenant
+    /// (the handler keeps it to that tenant's jobs).
+    TenantReader,
+    Scope::Read,
+    true
+);
+scope_extractor!(
+    /// A caller with at least a `write` token, perhaps bound to a tenant
+    /// (the handler keeps it to that tenant's jobs).
+    TenantWriter,
+    Scope::Write,
+    true
 );

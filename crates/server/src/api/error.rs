@@ -33,6 +33,13 @@ pub(crate) enum ApiError {
     PayloadTooLarge { message: String },
     /// 415: the body is not JSON.
     UnsupportedMediaType,
+    /// 429: an enqueue limit refused the call (`QUEUE_FULL`,
+    /// `RATE_LIMITED`); nothing was written. Sent with `Retry-After`.
+    TooManyRequests {
+        code: &'static str,
+        message: String,
+        retry_after: std::time::Duration,
+    },
     /// 503: the database is unreachable, not migrated, or contended; try again.
     Unavailable { code: &'static str, message: String },
     /// 500: a bug. Logged with the request id; the client learns nothing more.
@@ -58,6 +65,10 @@ pub(crate) struct ErrorBody {
     /// The request field at fault, for `INVALID_FIELD`.
     #[serde(skip_serializing_if = "Option::is_none")]
     field: Option<String>,
+    /// For `QUEUE_FULL` and `RATE_LIMITED`: when to try again, in
+    /// milliseconds (the `Retry-After` header rounds it up to seconds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_after_ms: Option<u64>,
 }
 
 impl ApiError {
@@ -96,6 +107,7 @@ impl ApiError {
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -128,7 +140,8 @@ impl ApiError {
                 "The body must be JSON: Content-Type: application/json.".into(),
                 None,
             ),
-            ApiError::Unavailable { code, message } => (code, message, None),
+            ApiError::Unavailable { code, message }
+            | ApiError::TooManyRequests { code, message, .. } => (code, message, None),
             ApiError::Internal => (
                 "INTERNAL",
                 "An internal error; it is logged under this request id.".into(),
@@ -142,6 +155,10 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
         let unauthenticated = matches!(self, ApiError::Unauthenticated);
+        let retry_after = match &self {
+            ApiError::TooManyRequests { retry_after, .. } => Some(*retry_after),
+            _ => None,
+        };
         let (code, message, field) = self.code_and_message();
         let request_id = current_request_id();
         if status.is_server_error() {
@@ -155,10 +172,20 @@ impl IntoResponse for ApiError {
                     message,
                     request_id,
                     field,
+                    retry_after_ms: retry_after
+                        .map(|wait| u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)),
                 },
             }),
         )
             .into_response();
+        if let Some(wait) = retry_after {
+            // Whole seconds, rounded up, and at least one (RFC 9110).
+            let seconds = wait.as_millis().div_ceil(1000).max(1);
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_str(&seconds.to_string()).expect("digits"),
+            );
+        }
         if unauthenticated {
             response
                 .headers_mut()
@@ -199,6 +226,24 @@ impl From<jobwire_core::Error> for ApiError {
             Core::DedupContention { .. } => ApiError::Unavailable {
                 code: "CONTENDED",
                 message: "Concurrent enqueues kept taking this idempotency key; try again.".into(),
+            },
+            Core::QueueFull {
+                message,
+                retry_after,
+                ..
+            } => ApiError::TooManyRequests {
+                code: "QUEUE_FULL",
+                message: format!("{message}."),
+                retry_after,
+            },
+            Core::RateLimited {
+                message,
+                retry_after,
+                ..
+            } => ApiError::TooManyRequests {
+                code: "RATE_LIMITED",
+                message: format!("{message}."),
+                retry_after,
             },
             Core::Database(err) => database_error(&err),
             other => {

@@ -15,7 +15,7 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::ApiState;
-use super::auth::{Reader, Writer};
+use super::auth::{Reader, TenantReader, TenantWriter, Writer, sees_tenant};
 use super::error::{ApiError, ErrorEnvelope};
 use super::extract::{JobIdPath, JsonBody, QueryParams};
 
@@ -226,11 +226,13 @@ pub(crate) fn parse_time(field: &str, value: &str) -> Result<DateTime<Utc>, ApiE
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
         (status = 413, description = "Payload over the limit", body = ErrorEnvelope),
         (status = 415, description = "Body is not JSON", body = ErrorEnvelope),
+        (status = 429, description = "An enqueue limit refused it, nothing written (QUEUE_FULL, RATE_LIMITED); retry after `Retry-After` seconds",
+         body = ErrorEnvelope, headers(("Retry-After" = u64, description = "Seconds to wait before trying again"))),
     ),
     security(("bearer" = ["write"]))
 )]
 pub(crate) async fn enqueue_job(
-    Writer(_token): Writer,
+    TenantWriter(token): TenantWriter,
     State(state): State<ApiState>,
     request_headers: HeaderMap,
     JsonBody(request): JsonBody<EnqueueRequest>,
@@ -248,7 +250,21 @@ pub(crate) async fn enqueue_job(
     if let Some(key) = request.idempotency_key {
         job = job.with_dedup_key(key);
     }
-    if let Some(tenant) = request.tenant {
+    // A token bound to a tenant enqueues for that tenant: named or not,
+    // and never for another.
+    let tenant = match (&token.tenant, request.tenant) {
+        (Some(bound), Some(asked)) if *bound != asked => {
+            return Err(ApiError::Forbidden {
+                message: format!(
+                    "Token {:?} is bound to tenant {bound:?}; it cannot enqueue for tenant {asked:?}.",
+                    token.name
+                ),
+            });
+        }
+        (Some(bound), _) => Some(bound.clone()),
+        (None, asked) => asked,
+    };
+    if let Some(tenant) = tenant {
         job = job.with_tenant(tenant);
     }
     if let Some(trace) = trace_context(&request_headers)? {
@@ -285,11 +301,15 @@ pub(crate) async fn enqueue_job(
     security(("bearer" = ["read"]))
 )]
 pub(crate) async fn get_job(
-    Reader(_token): Reader,
+    TenantReader(token): TenantReader,
     State(state): State<ApiState>,
     JobIdPath(job_id): JobIdPath,
 ) -> Result<Json<JobView>, ApiError> {
     let job = jobwire_core::job_status(&state.pool, job_id).await?;
+    // Another tenant's job is, to a tenant's token, no job at all.
+    if !sees_tenant(&token, job.tenant.as_deref()) {
+        return Err(ApiError::job_not_found(job_id));
+    }
     Ok(Json(job.into()))
 }
 
@@ -452,10 +472,16 @@ pub(crate) struct CancelResponse {
     security(("bearer" = ["write"]))
 )]
 pub(crate) async fn cancel_job(
-    Writer(token): Writer,
+    TenantWriter(token): TenantWriter,
     State(state): State<ApiState>,
     JobIdPath(job_id): JobIdPath,
 ) -> Result<Json<CancelResponse>, ApiError> {
+    if token.tenant.is_some() {
+        let job = jobwire_core::job_status(&state.pool, job_id).await?;
+        if !sees_tenant(&token, job.tenant.as_deref()) {
+            return Err(ApiError::job_not_found(job_id));
+        }
+    }
     match jobwire_core::request_cancel(&state.pool, job_id, &token.name).await? {
         RequestCancelOutcome::Cancelled => Ok(Json(CancelResponse {
             job_id,

@@ -18,6 +18,7 @@ pub(crate) mod error;
 pub(crate) mod extract;
 mod health;
 mod jobs;
+mod limits;
 mod metrics;
 mod queues;
 pub(crate) mod request_id;
@@ -57,7 +58,7 @@ const BODY_LIMIT_BYTES: usize = jobwire_core::PAYLOAD_CEILING_BYTES + 64 * 1024;
         (name = "jobs", description = "Enqueue, read, list and cancel jobs"),
         (name = "dead letters", description = "FAILED jobs by type and error, and retrying them"),
         (name = "queues", description = "Queues: depth, age, pause and resume"),
-        (name = "tenants", description = "Per-tenant caps on running jobs, per queue"),
+        (name = "tenants", description = "Per-queue limits: tenants' running and waiting jobs and enqueue rates, the queue's depth and shedding"),
         (name = "schedules", description = "Recurring schedules: cron in a time zone, jitter, missed runs"),
         (name = "health", description = "Liveness and readiness (no token)"),
         (name = "meta", description = "This description and the Prometheus metrics"),
@@ -97,6 +98,15 @@ fn routes() -> (axum::Router<ApiState>, OpenApiDocument) {
             tenants::delete_default_cap
         ))
         .routes(routes!(tenants::put_tenant_cap, tenants::delete_tenant_cap))
+        .routes(routes!(
+            limits::get_queue_limits,
+            limits::put_queue_limits,
+            limits::delete_queue_limits
+        ))
+        .routes(routes!(
+            limits::put_tenant_defaults,
+            limits::delete_tenant_defaults
+        ))
         .routes(routes!(schedules::list_schedules))
         .routes(routes!(
             schedules::put_schedule,

@@ -11,6 +11,7 @@ use super::ApiState;
 use super::auth::{Admin, Reader};
 use super::error::{ApiError, ErrorEnvelope};
 use super::extract::{JsonBody, QueuePath, TenantPath};
+use super::limits::TenantLimitsBody;
 
 /// A cap on running jobs per tenant.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -30,7 +31,11 @@ pub(crate) struct TenantView {
     override_max_running: Option<i32>,
     /// The cap in force: its own, else the queue's default (absent: none).
     max_running: Option<i32>,
-    /// Its jobs running now.
+    /// Its own limits (absent ones fall back to the queue's defaults).
+    overrides: TenantLimitsBody,
+    /// The limits in force.
+    limits: TenantLimitsBody,
+    /// Its jobs running now under the cap.
     running: i64,
     /// Its jobs waiting (queued or waiting for a retry).
     waiting: i64,
@@ -42,6 +47,8 @@ impl From<TenantCap> for TenantView {
             tenant: tenant.tenant,
             override_max_running: tenant.override_max_running,
             max_running: tenant.max_running,
+            overrides: tenant.overrides.into(),
+            limits: tenant.limits.into(),
             running: tenant.running,
             waiting: tenant.waiting,
         }
@@ -55,7 +62,9 @@ pub(crate) struct TenantCapsView {
     queue: String,
     /// The cap of every tenant without one of its own (absent: none).
     default_max_running: Option<i32>,
-    /// Tenants with a cap of their own, or that have run under a cap.
+    /// Every limit of the tenants without overrides.
+    defaults: TenantLimitsBody,
+    /// Tenants with limits of their own, or that have run under a cap.
     tenants: Vec<TenantView>,
 }
 
@@ -64,12 +73,16 @@ impl From<TenantCaps> for TenantCapsView {
         TenantCapsView {
             queue: caps.queue,
             default_max_running: caps.default_max_running,
+            defaults: caps.defaults.into(),
             tenants: caps.tenants.into_iter().map(Into::into).collect(),
         }
     }
 }
 
-async fn caps_of(state: &ApiState, queue: &str) -> Result<Json<TenantCapsView>, ApiError> {
+pub(crate) async fn caps_of(
+    state: &ApiState,
+    queue: &str,
+) -> Result<Json<TenantCapsView>, ApiError> {
     Ok(Json(
         jobwire_core::tenant_caps(&state.pool, queue).await?.into(),
     ))
@@ -141,13 +154,16 @@ pub(crate) async fn delete_default_cap(
     set_cap(&token, &state, &queue, None, None).await
 }
 
-/// Give one tenant of a queue a cap of its own.
+/// Give one tenant of a queue limits of its own, replacing the ones it
+/// had: running jobs, waiting jobs, enqueue rate (a limit left out falls
+/// back to the queue's default; at least one is needed — DELETE removes
+/// them all).
 #[utoipa::path(
     put,
     path = "/queues/{name}/tenants/{tenant}",
     tag = "tenants",
     params(("name" = String, Path, description = "The queue"), ("tenant" = String, Path, description = "The tenant")),
-    request_body = CapRequest,
+    request_body = TenantLimitsBody,
     responses(
         (status = 200, description = "The caps now", body = TenantCapsView),
         (status = 400, description = "Bad queue name, tenant or body", body = ErrorEnvelope),
@@ -159,19 +175,21 @@ pub(crate) async fn put_tenant_cap(
     Admin(token): Admin,
     State(state): State<ApiState>,
     TenantPath(queue, tenant): TenantPath,
-    JsonBody(request): JsonBody<CapRequest>,
+    JsonBody(request): JsonBody<TenantLimitsBody>,
 ) -> Result<Json<TenantCapsView>, ApiError> {
-    set_cap(
-        &token,
-        &state,
-        &queue,
-        Some(&tenant),
-        Some(request.max_running),
-    )
-    .await
+    let limits = request.limits()?;
+    if limits.is_empty() {
+        return Err(ApiError::invalid_field(
+            "maxRunning",
+            "give at least one of maxRunning, maxQueued, enqueueRate (DELETE removes the override)",
+        ));
+    }
+    jobwire_core::set_tenant_limits(&state.pool, &queue, Some(&tenant), &limits).await?;
+    tracing::info!(actor = %token.name, %queue, %tenant, ?limits, "tenant limits changed");
+    caps_of(&state, &queue).await
 }
 
-/// Remove one tenant's own cap: it falls back to the queue's default.
+/// Remove one tenant's own limits: it falls back to the queue's defaults.
 #[utoipa::path(
     delete,
     path = "/queues/{name}/tenants/{tenant}",
@@ -189,7 +207,15 @@ pub(crate) async fn delete_tenant_cap(
     State(state): State<ApiState>,
     TenantPath(queue, tenant): TenantPath,
 ) -> Result<Json<TenantCapsView>, ApiError> {
-    set_cap(&token, &state, &queue, Some(&tenant), None).await
+    jobwire_core::set_tenant_limits(
+        &state.pool,
+        &queue,
+        Some(&tenant),
+        &jobwire_core::TenantLimits::default(),
+    )
+    .await?;
+    tracing::info!(actor = %token.name, %queue, %tenant, "tenant limits removed");
+    caps_of(&state, &queue).await
 }
 
 async fn set_cap(

@@ -201,6 +201,18 @@ pub(crate) async fn log_in(
     else {
         return Ok(refused());
     };
+    // The dashboard shows every tenant's jobs: a token bound to one tenant
+    // may not open it.
+    if let Some(tenant) = &token.tenant {
+        let problem = format!(
+            "This token is bound to tenant {tenant:?}: it can use the API for that tenant's jobs, not the dashboard."
+        );
+        return Ok((
+            StatusCode::FORBIDDEN,
+            login_form(&expected, None, Some(&problem)),
+        )
+            .into_response());
+    }
     let Some(session) = jobwire_core::create_ui_session(&state.pool, &token, SESSION_TTL).await?
     else {
         return Ok(refused());

@@ -1,0 +1,119 @@
+//! `jobwire queue`: a queue's enqueue limits — the most jobs that may wait
+//! on it, and shedding less urgent work from a depth on (docs/tenants.md,
+//! "Enqueue limits").
+
+use anyhow::{Result, bail};
+use jobwire_core::Shedding;
+use sqlx::PgPool;
+
+use super::tenant::{LimitArg, count_limit};
+
+#[derive(clap::Subcommand)]
+pub(crate) enum QueueCommand {
+    /// Set a queue's enqueue limits. Only the limits given change; `none`
+    /// removes one, --remove all of them. Over a limit an enqueue is
+    /// refused (queue full) and nothing is written.
+    Limit {
+        /// The queue.
+        queue: String,
+        /// Most jobs waiting on the queue (at least 1, or none).
+        #[arg(long, value_name = "N|none", value_parser = count_limit)]
+        max_queued: Option<LimitArg<u32>>,
+        /// From this many waiting jobs on, refuse jobs less urgent than
+        /// --shed-priority (at least 1, or none).
+        #[arg(long, value_name = "N|none", value_parser = count_limit)]
+        shed_depth: Option<LimitArg<u32>>,
+        /// The least urgent priority still taken at the shedding depth (lower
+        /// numbers are more urgent). Default with --shed-depth: 0.
+        #[arg(long, allow_negative_numbers = true)]
+        shed_priority: Option<i16>,
+        /// Remove every limit of the queue instead.
+        #[arg(long, conflicts_with_all = ["max_queued", "shed_depth", "shed_priority"])]
+        remove: bool,
+    },
+    /// Show a queue's enqueue limits and per-tenant defaults.
+    Limits {
+        /// The queue.
+        queue: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub(crate) async fn queue(pool: &PgPool, command: QueueCommand) -> Result<()> {
+    match command {
+        QueueCommand::Limit {
+            queue,
+            max_queued,
+            shed_depth,
+            shed_priority,
+            remove,
+        } => {
+            if !remove && max_queued.is_none() && shed_depth.is_none() && shed_priority.is_none() {
+                bail!(
+                    "give a limit to set (--max-queued, --shed-depth, --shed-priority) or --remove"
+                );
+            }
+            let mut limits = jobwire_core::queue_limits(pool, &queue).await?;
+            if remove {
+                limits.max_queued = None;
+                limits.shed = None;
+            }
+            if let Some(change) = max_queued {
+                change.apply(&mut limits.max_queued);
+            }
+            match shed_depth {
+                Some(LimitArg::Remove) => {
+                    if shed_priority.is_some() {
+                        bail!("--shed-priority needs a --shed-depth, not none");
+                    }
+                    limits.shed = None;
+                }
+                Some(LimitArg::Set(depth)) => {
+                    let priority = shed_priority
+                        .or(limits.shed.map(|shed| shed.priority))
+                        .unwrap_or(0);
+                    limits.shed = Some(Shedding { depth, priority });
+                }
+                None => {
+                    if let Some(priority) = shed_priority {
+                        match &mut limits.shed {
+                            Some(shed) => shed.priority = priority,
+                            None => bail!("--shed-priority needs a --shed-depth"),
+                        }
+                    }
+                }
+            }
+            jobwire_core::set_queue_limits(pool, &queue, &limits).await?;
+            print_limits(&queue, &limits);
+        }
+        QueueCommand::Limits { queue, json } => {
+            let limits = jobwire_core::queue_limits(pool, &queue).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&limits)?);
+            } else {
+                print_limits(&queue, &limits);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn print_limits(queue: &str, limits: &jobwire_core::QueueLimits) {
+    match limits.max_queued {
+        Some(n) => println!("queue {queue:?}: at most {n} job(s) waiting"),
+        None => println!("queue {queue:?}: no cap on waiting jobs"),
+    }
+    match limits.shed {
+        Some(shed) => println!(
+            "queue {queue:?}: from {} waiting job(s) on, only jobs of priority {} or more urgent get in",
+            shed.depth, shed.priority
+        ),
+        None => println!("queue {queue:?}: sheds nothing"),
+    }
+    let defaults = &limits.tenant_defaults;
+    if !defaults.is_empty() {
+        println!("queue {queue:?}: per-tenant limits: see `jobwire tenant list {queue}`");
+    }
+}

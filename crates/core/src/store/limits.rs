@@ -1,0 +1,307 @@
+//! Enqueue limits: how many jobs may wait on a queue and per tenant, how
+//! fast a tenant may enqueue, and shedding low-priority work from a deep
+//! queue. Set and read here; enforced by the database's enqueue trigger
+//! (migration `20261201000010_enqueue_limits.sql`), so the Rust enqueue,
+//! `jobwire_enqueue` in SQL and the HTTP API refuse alike, with
+//! [`Error::QueueFull`] or [`Error::RateLimited`], and write nothing.
+
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+
+use super::tenants::{argument, validate_tenant};
+use crate::{Error, Result};
+
+/// The longest window of a tenant's enqueue rate: a day.
+pub const MAX_RATE_SECONDS: u32 = 24 * 60 * 60;
+
+/// An enqueue rate: at most `jobs` per `per_seconds`, over a sliding window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnqueueRate {
+    /// Jobs allowed per window (at least 1).
+    pub jobs: u32,
+    /// The window, in seconds (1 to a day).
+    pub per_seconds: u32,
+}
+
+impl std::fmt::Display for EnqueueRate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.per_seconds {
+            1 => write!(f, "{}/s", self.jobs),
+            60 => write!(f, "{}/min", self.jobs),
+            3600 => write!(f, "{}/h", self.jobs),
+            seconds => write!(f, "{}/{seconds}s", self.jobs),
+        }
+    }
+}
+
+impl std::str::FromStr for EnqueueRate {
+    type Err = String;
+
+    /// `100/s`, `600/min`, `1000/h`, or `50/10s`.
+    fn from_str(text: &str) -> std::result::Result<Self, Self::Err> {
+        let (jobs, window) = text.split_once('/').ok_or_else(|| {
+            format!("{text:?} is not a rate like 100/s, 600/min, 1000/h or 50/10s")
+        })?;
+        let jobs: u32 = jobs
+            .trim()
+            .parse()
+            .map_err(|_| format!("{jobs:?} is not a whole number of jobs"))?;
+        let per_seconds = match window.trim() {
+            "s" | "sec" => 1,
+            "min" | "m" => 60,
+            "h" => 3600,
+            other => other
+                .strip_suffix('s')
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| format!("{other:?} is not a window like s, min, h or 10s"))?,
+        };
+        let rate = EnqueueRate { jobs, per_seconds };
+        rate.check().map_err(|error| error.to_string())?;
+        Ok(rate)
+    }
+}
+
+impl EnqueueRate {
+    fn check(&self) -> Result<()> {
+        if self.jobs == 0 {
+            return Err(invalid("enqueue_rate", "must allow at least 1 job".into()));
+        }
+        if self.jobs > i32::MAX as u32 {
+            return Err(invalid(
+                "enqueue_rate",
+                format!("at most {} jobs", i32::MAX),
+            ));
+        }
+        if !(1..=MAX_RATE_SECONDS).contains(&self.per_seconds) {
+            return Err(invalid(
+                "enqueue_rate",
+                format!("the window must be 1 to {MAX_RATE_SECONDS} seconds"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The per-tenant limits at one scope: a queue's defaults for every tenant,
+/// or one tenant's overrides. `None` is no limit (an override's `None`
+/// falls back to the default).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TenantLimits {
+    /// Most of the tenant's jobs running at once.
+    pub max_running: Option<u32>,
+    /// Most of the tenant's jobs waiting (queued or waiting for a retry).
+    pub max_queued: Option<u32>,
+    /// How fast the tenant may enqueue.
+    pub enqueue_rate: Option<EnqueueRate>,
+}
+
+impl TenantLimits {
+    pub(crate) fn from_columns(
+        max_running: Option<i32>,
+        max_queued: Option<i32>,
+        rate_jobs: Option<i32>,
+        rate_seconds: Option<i32>,
+    ) -> Self {
+        let positive = |n: Option<i32>| n.and_then(|n| u32::try_from(n).ok());
+        TenantLimits {
+            max_running: positive(max_running),
+            max_queued: positive(max_queued),
+            enqueue_rate: positive(rate_jobs)
+                .zip(positive(rate_seconds))
+                .map(|(jobs, per_seconds)| EnqueueRate { jobs, per_seconds }),
+        }
+    }
+
+    /// Whether no limit is set.
+    pub fn is_empty(&self) -> bool {
+        *self == TenantLimits::default()
+    }
+}
+
+/// Shedding: while the queue holds `depth` or more waiting jobs, only jobs
+/// of `priority` or more urgent (a lower number) are taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Shedding {
+    /// Waiting jobs from which less urgent enqueues are refused.
+    pub depth: u32,
+    /// The least urgent priority still taken at that depth.
+    pub priority: i16,
+}
+
+/// A queue's enqueue limits, and the per-tenant defaults.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueLimits {
+    /// Most jobs waiting on the queue (queued or waiting for a retry).
+    pub max_queued: Option<u32>,
+    /// Refusing less urgent jobs from a depth on.
+    pub shed: Option<Shedding>,
+    /// The limits of every tenant without an override.
+    #[serde(skip_deserializing)]
+    pub tenant_defaults: TenantLimits,
+}
+
+fn invalid(argument: &'static str, reason: String) -> Error {
+    Error::InvalidArgument { argument, reason }
+}
+
+fn positive_i32(argument: &'static str, value: Option<u32>) -> Result<Option<i32>> {
+    match value {
+        Some(0) => Err(invalid(
+            argument,
+            "must be at least 1 (remove the limit instead)".into(),
+        )),
+        Some(n) => i32::try_from(n)
+            .map(Some)
+            .map_err(|_| invalid(argument, format!("at most {}", i32::MAX))),
+        None => Ok(None),
+    }
+}
+
+/// Set `queue`'s own enqueue limits (the cap on waiting jobs and
+/// shedding), replacing the ones it had; the per-tenant defaults in
+/// `limits` are not touched (see [`set_tenant_limits`]). Takes effect at the
+/// next enqueue; jobs already waiting stay.
+pub async fn set_queue_limits(pool: &PgPool, queue: &str, limits: &QueueLimits) -> Result<()> {
+    argument("queue", queue)?;
+    let max_queued = positive_i32("max_queued", limits.max_queued)?;
+    let shed_depth = positive_i32("shed_depth", limits.shed.map(|shed| shed.depth))?;
+    let mut tx = pool.begin().await?;
+    sqlx::query(include_str!("../../sql/set_queue_limits.sql"))
+        .bind(queue)
+        .bind(max_queued)
+        .bind(shed_depth)
+        .bind(limits.shed.map(|shed| shed.priority))
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("SELECT jobwire_refresh_enqueue_limited($1)")
+        .bind(queue)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Set the per-tenant limits of `queue`, all three at once: `tenant =
+/// None` sets the defaults of every tenant, `Some(t)` the overrides of `t`
+/// (an override with no limit left is removed). Takes effect within a
+/// second for the running cap (see [`set_tenant_cap`]) and at the next
+/// enqueue for the others.
+///
+/// [`set_tenant_cap`]: crate::set_tenant_cap
+pub async fn set_tenant_limits(
+    pool: &PgPool,
+    queue: &str,
+    tenant: Option<&str>,
+    limits: &TenantLimits,
+) -> Result<()> {
+    write_tenant_limits(pool, queue, tenant, limits, false).await
+}
+
+/// [`set_tenant_limits`], or with `running_only` just the running cap.
+pub(super) async fn write_tenant_limits(
+    pool: &PgPool,
+    queue: &str,
+    tenant: Option<&str>,
+    limits: &TenantLimits,
+    running_only: bool,
+) -> Result<()> {
+    argument("queue", queue)?;
+    if let Some(tenant) = tenant {
+        validate_tenant(tenant)?;
+    }
+    let max_running = positive_i32("max_running", limits.max_running)?;
+    let max_queued = positive_i32("max_queued", limits.max_queued)?;
+    if let Some(rate) = &limits.enqueue_rate {
+        rate.check()?;
+    }
+    let rate_jobs = limits.enqueue_rate.map(|rate| rate.jobs as i32);
+    let rate_seconds = limits.enqueue_rate.map(|rate| rate.per_seconds as i32);
+    let mut tx = pool.begin().await?;
+    sqlx::query(include_str!("../../sql/set_tenant_limits.sql"))
+        .bind(queue)
+        .bind(tenant)
+        .bind(running_only)
+        .bind(max_running)
+        .bind(max_queued)
+        .bind(rate_jobs)
+        .bind(rate_seconds)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(
+        "DELETE FROM job_tenants WHERE queue = $1 AND tenant = $2
+           AND max_running IS NULL AND max_queued IS NULL AND rate_jobs IS NULL",
+    )
+    .bind(queue)
+    .bind(tenant)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query("SELECT jobwire_refresh_tenant_capped($1), jobwire_refresh_enqueue_limited($1)")
+        .bind(queue)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+#[derive(sqlx::FromRow)]
+struct QueueLimitsRow {
+    max_queued: Option<i32>,
+    shed_depth: Option<i32>,
+    shed_priority: Option<i16>,
+    tenant_max_running: Option<i32>,
+    tenant_max_queued: Option<i32>,
+    tenant_rate_jobs: Option<i32>,
+    tenant_rate_seconds: Option<i32>,
+}
+
+/// `queue`'s enqueue limits and per-tenant defaults (all `None` for a
+/// queue nobody configured).
+pub async fn queue_limits(pool: &PgPool, queue: &str) -> Result<QueueLimits> {
+    argument("queue", queue)?;
+    let row: Option<QueueLimitsRow> = sqlx::query_as(include_str!("../../sql/queue_limits.sql"))
+        .bind(queue)
+        .fetch_optional(pool)
+        .await?;
+    let Some(row) = row else {
+        return Ok(QueueLimits::default());
+    };
+    let positive = |n: Option<i32>| n.and_then(|n| u32::try_from(n).ok());
+    Ok(QueueLimits {
+        max_queued: positive(row.max_queued),
+        shed: positive(row.shed_depth)
+            .zip(row.shed_priority)
+            .map(|(depth, priority)| Shedding { depth, priority }),
+        tenant_defaults: TenantLimits::from_columns(
+            row.tenant_max_running,
+            row.tenant_max_queued,
+            row.tenant_rate_jobs,
+            row.tenant_rate_seconds,
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_parse_and_print_alike() {
+        for (text, jobs, per_seconds, shown) in [
+            ("100/s", 100, 1, "100/s"),
+            ("600/min", 600, 60, "600/min"),
+            ("1000/h", 1000, 3600, "1000/h"),
+            ("50/10s", 50, 10, "50/10s"),
+        ] {
+            let rate: EnqueueRate = text.parse().unwrap();
+            assert_eq!(rate, EnqueueRate { jobs, per_seconds });
+            assert_eq!(rate.to_string(), shown);
+        }
+        for bad in ["", "100", "0/s", "x/s", "10/week", "10/0s", "10/90000s"] {
+            assert!(bad.parse::<EnqueueRate>().is_err(), "{bad:?} parsed");
+        }
+    }
+}
