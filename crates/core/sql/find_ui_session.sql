@@ -1,6 +1,6 @@
 -- The token behind a live dashboard session: the session has not expired
 -- and its token has not been revoked.
-SELECT t.token_id, t.name, t.scope, t.created_at, t.revoked_at
+SELECT t.token_id, t.name, t.scope, t.tenant, t.created_at, t.revoked_at
 FROM job_ui_sessions s
 JOIN job_api_tokens t ON t.token_id = s.token_id
 WHERE s.session_sha256 = $1

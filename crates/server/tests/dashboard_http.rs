@@ -385,3 +385,35 @@ async fn bad_input_on_pages_and_forms_is_a_clear_error_and_writes_nothing(pool: 
         "no queue paused"
     );
 }
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_token_bound_to_a_tenant_cannot_open_the_dashboard(pool: PgPool) {
+    let api = Api::start(pool.clone()).await;
+    let acme = jobwire_core::create_tenant_api_token(
+        &pool,
+        "acme-viewer",
+        jobwire_core::Scope::Read,
+        Some("acme"),
+    )
+    .await
+    .unwrap()
+    .secret;
+    let login = login_form(&api).await;
+    let response = client()
+        .post(api.url("/ui/login"))
+        .header(COOKIE, format!("jobwire_login={login}"))
+        .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(form(&[("token", &acme), ("csrf", &login)]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    assert!(set_cookie(&response, "jobwire_session").is_none());
+    let html = response.text().await.unwrap();
+    assert!(html.contains("bound to tenant"), "{html}");
+    let sessions: i64 = sqlx::query_scalar("SELECT count(*) FROM job_ui_sessions")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(sessions, 0);
+}
