@@ -21,7 +21,8 @@
 --   JW42R  rate limited (tenant), retry after the rate allows the batch
 -- The check runs after the rows are in, so a dedup duplicate (which inserts
 -- nothing) is never refused, and every way into `jobs` is limited alike:
--- the Rust enqueue, `jobwire_enqueue`, the HTTP API, a plain INSERT.
+-- the Rust enqueue, `jobwire_enqueue`, the HTTP API, a plain INSERT. Only
+-- a scheduler's occurrences are not (see the trigger).
 --
 -- Depth is counted, not kept: up to the limit, over the waiting rows of the
 -- queue (or of the tenant) in the claimable indexes. Concurrent enqueues do
@@ -255,8 +256,12 @@ DECLARE
     limit_totals   integer[];
 BEGIN
     -- While no queue has a limit (the usual case) this probe of an empty
-    -- partial index is all the trigger adds to an enqueue.
-    IF EXISTS (SELECT 1 FROM job_queues WHERE enqueue_limited) THEN
+    -- partial index is all the trigger adds to an enqueue. A scheduler's
+    -- occurrences are not limited (it says so for its transaction): they
+    -- come at their cron's pace, and refusing one would stall every
+    -- schedule fired in the same transaction.
+    IF EXISTS (SELECT 1 FROM job_queues WHERE enqueue_limited)
+       AND current_setting('jobwire.firing_schedules', true) IS DISTINCT FROM 'on' THEN
         SELECT array_agg(g.queue), array_agg(g.tenant), array_agg(g.jobs), array_agg(g.least_urgent),
                array_agg(g.queue_jobs)
         INTO limit_queues, limit_tenants, limit_counts, limit_urgency, limit_totals

@@ -37,6 +37,13 @@ pub struct NoisyTenant {
     /// Noisy jobs still unfinished when the quiet stream ended (0 would
     /// mean the backlog was gone too soon for the figure to mean anything).
     pub noisy_left_at_end: i64,
+    /// With a cap: how long a slot the noisy tenant freed stayed unused
+    /// before its next job started (slot freed -> next start), median, ms.
+    pub slot_handover_p50_ms: Option<f64>,
+    /// The same, 95th percentile, ms.
+    pub slot_handover_p95_ms: Option<f64>,
+    /// The same, 99th percentile, ms.
+    pub slot_handover_p99_ms: Option<f64>,
     /// Jobs not SUCCEEDED after exactly one attempt (must be 0).
     pub lost_or_repeated: i64,
 }
@@ -49,6 +56,42 @@ struct Measured {
     quiet_start_p99_ms: f64,
     noisy_drain_per_second: f64,
     lost_or_repeated: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct Handover {
+    p50: Option<f64>,
+    p95: Option<f64>,
+    p99: Option<f64>,
+}
+
+/// Slot freed -> next start for a tenant held at `cap`: while it is at its
+/// cap, its (cap + k)-th job can start only once k of its jobs finished, so
+/// pairing the k-th finish with the (cap + k)-th start (both in time order)
+/// measures how long each freed slot stayed empty. A job's finish is its
+/// completion's timestamp, before that transaction commits and the slot
+/// is free, so the figure includes the commit: an upper bound.
+async fn slot_handover(pool: &PgPool, queue: &str, cap: u32) -> Result<Handover> {
+    Ok(sqlx::query_as(
+        "WITH starts AS (
+             SELECT heartbeat_at AS at, row_number() OVER (ORDER BY heartbeat_at) AS n
+             FROM jobs WHERE queue = $1 AND tenant = $2),
+         finishes AS (
+             SELECT finished_at AS at, row_number() OVER (ORDER BY finished_at) AS n
+             FROM jobs WHERE queue = $1 AND tenant = $2),
+         handover AS (
+             SELECT greatest(extract(epoch FROM s.at - f.at), 0) * 1000 AS ms
+             FROM finishes f JOIN starts s ON s.n = f.n + $3)
+         SELECT percentile_cont(0.50) WITHIN GROUP (ORDER BY ms)::float8 AS p50,
+                percentile_cont(0.95) WITHIN GROUP (ORDER BY ms)::float8 AS p95,
+                percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::float8 AS p99
+         FROM handover",
+    )
+    .bind(queue)
+    .bind(NOISY)
+    .bind(i64::from(cap))
+    .fetch_one(pool)
+    .await?)
 }
 
 /// Run it once with the cap `tenant_cap` (or none).
@@ -106,6 +149,10 @@ pub async fn noisy_tenant(
     .bind(NOISY)
     .fetch_one(pool)
     .await?;
+    let handover = match tenant_cap {
+        Some(cap) => Some(slot_handover(pool, &queue, cap).await?),
+        None => None,
+    };
     let repeated = runs.repeated();
     clean_up(pool, &[&queue], config).await?;
     Ok(NoisyTenant {
@@ -117,6 +164,9 @@ pub async fn noisy_tenant(
         quiet_start_p99_ms: measured.quiet_start_p99_ms,
         noisy_drain_per_second: measured.noisy_drain_per_second,
         noisy_left_at_end,
+        slot_handover_p50_ms: handover.as_ref().and_then(|h| h.p50),
+        slot_handover_p95_ms: handover.as_ref().and_then(|h| h.p95),
+        slot_handover_p99_ms: handover.as_ref().and_then(|h| h.p99),
         lost_or_repeated: measured.lost_or_repeated + repeated as i64,
     })
 }

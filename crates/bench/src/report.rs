@@ -183,7 +183,7 @@ fn noisy_tenant_runs(out: &mut String, reports: &[PathReport]) {
     }
     let _ = writeln!(
         out,
-        "\n{:<10} {:>5} {:>7} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>5}",
+        "\n{:<10} {:>5} {:>7} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>5}",
         "noisy",
         "cap",
         "noisy",
@@ -193,13 +193,18 @@ fn noisy_tenant_runs(out: &mut String, reports: &[PathReport]) {
         "quiet p99",
         "noisy/s",
         "noisy left",
+        "slot p50",
+        "slot p95",
+        "slot p99",
         "bad"
     );
     for report in reports {
         for run in &report.noisy_tenant {
+            let ms =
+                |value: Option<f64>| value.map_or_else(|| "-".to_owned(), |v| format!("{v:.1}"));
             let _ = writeln!(
                 out,
-                "{:<10} {:>5} {:>7} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>10.0} {:>10} {:>5}",
+                "{:<10} {:>5} {:>7} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>10.0} {:>10} {:>9} {:>9} {:>9} {:>5}",
                 report.path,
                 run.tenant_cap
                     .map_or_else(|| "off".to_owned(), |cap| cap.to_string()),
@@ -210,12 +215,15 @@ fn noisy_tenant_runs(out: &mut String, reports: &[PathReport]) {
                 run.quiet_start_p99_ms,
                 run.noisy_drain_per_second,
                 run.noisy_left_at_end,
+                ms(run.slot_handover_p50_ms),
+                ms(run.slot_handover_p95_ms),
+                ms(run.slot_handover_p99_ms),
                 run.lost_or_repeated
             );
         }
     }
     out.push_str(
-        "\nnoisy = one tenant's backlog enqueued at once; quiet = ten other tenants arriving at a steady rate while it drains, their enqueue -> start in ms; noisy/s = the backlog's jobs per second; cap = the queue's running-jobs cap per tenant\n",
+        "\nnoisy = one tenant's backlog enqueued at once; quiet = ten other tenants arriving at a steady rate while it drains, their enqueue -> start in ms; noisy/s = the backlog's jobs per second; cap = the queue's running-jobs cap per tenant; slot = with a cap, how long a slot the noisy tenant freed stayed empty before its next job started (its completion's timestamp -> the next claim, ms)\n",
     );
 }
 

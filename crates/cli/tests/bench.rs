@@ -102,6 +102,13 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
         assert_eq!(noisy.len(), 2, "{result}");
         assert!(noisy[0]["tenant_cap"].is_null(), "{result}");
         assert_eq!(noisy[1]["tenant_cap"], 12, "{result}");
+        // The slot hand-over is measured only under a cap: 300 jobs held at
+        // 12 hand over 288 slots.
+        assert!(noisy[0]["slot_handover_p95_ms"].is_null(), "{result}");
+        assert!(
+            noisy[1]["slot_handover_p95_ms"].as_f64().unwrap() >= 0.0,
+            "{result}"
+        );
         for run in noisy {
             assert_eq!(run["quiet_jobs"], 100, "{result}");
             assert_eq!(run["lost_or_repeated"], 0, "{result}");

@@ -467,3 +467,30 @@ async fn limits_are_checked_before_anything_is_written(pool: PgPool) {
         .unwrap();
     assert_eq!(rows, 0);
 }
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_schedule_fires_into_a_full_queue_and_other_enqueues_stay_refused(pool: PgPool) {
+    jobwire_core::set_queue_limits(&pool, "q", &max_queued(1))
+        .await
+        .unwrap();
+    enqueue(&pool, &job("q")).await.unwrap();
+    let spec = jobwire_core::ScheduleSpec::new(
+        "hourly",
+        "0 * * * *",
+        "UTC",
+        NewJob::new("digest", json!({})).with_queue("q"),
+    );
+    jobwire_core::put_schedule(&pool, &spec).await.unwrap();
+    sqlx::query("UPDATE job_schedules SET next_run_at = now() - interval '1 minute'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let report = jobwire_core::fire_due_schedules(&pool, 10).await.unwrap();
+    assert_eq!(report.enqueued, 1, "{report:?}");
+    assert_eq!(jobs_in(&pool, "q").await, 2);
+    // The exemption was the scheduler's transaction's alone.
+    assert!(matches!(
+        enqueue(&pool, &job("q")).await,
+        Err(Error::QueueFull { .. })
+    ));
+}

@@ -446,6 +446,12 @@ pub async fn fire_due_schedules(pool: &PgPool, batch: i64) -> Result<FireReport>
         names.push(row.name);
     }
     if !jobs.nominals.is_empty() {
+        // Occurrences pass the queues' enqueue limits (migration
+        // 20261201000010): a schedule's pace is its cron, and one full
+        // queue must not stall every schedule fired with it.
+        sqlx::query("SELECT set_config('jobwire.firing_schedules', 'on', true)")
+            .execute(&mut *tx)
+            .await?;
         let written: Vec<uuid::Uuid> =
             sqlx::query_scalar(include_str!("../../sql/enqueue_occurrences.sql"))
                 .bind(&jobs.queues)
