@@ -15,7 +15,11 @@ lockable AS (
     SELECT j.job_id
     FROM jobs j
     JOIN wanted w ON w.job_id = j.job_id
-    WHERE j.state IN ('QUEUED', 'RETRY_WAIT')
+    -- Not `j.state IN (...)`: that would let the planner look the ids up
+    -- by scanning a whole claimable index (migration
+    -- 20261201000011_claim_by_id_uses_the_key.sql); this says the same
+    -- and leaves only the primary key.
+    WHERE (j.state || '') IN ('QUEUED', 'RETRY_WAIT')
       AND j.run_after <= now()
       -- Written so no index can serve it: with `j.queue = ANY($4)` the
       -- planner may walk the queue's whole claimable backlog
