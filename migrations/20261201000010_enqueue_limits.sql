@@ -107,15 +107,15 @@ $$;
 -- How many waiting jobs `p_queue` (or, with a tenant, that tenant of it)
 -- holds, counted only up to `p_upto`: the cost is the limit's, not the
 -- backlog's.
-CREATE FUNCTION jobwire_waiting_upto(p_queue text, p_tenant text, p_upto integer) RETURNS integer
+CREATE FUNCTION jobwire_waiting_upto(p_queue text, p_tenant text, p_upto bigint) RETURNS bigint
 LANGUAGE sql STABLE AS $$
     SELECT CASE WHEN p_tenant IS NULL THEN
-        (SELECT count(*)::integer FROM (
+        (SELECT count(*) FROM (
              SELECT 1 FROM jobs j
              WHERE j.queue = p_queue AND j.state IN ('QUEUED', 'RETRY_WAIT')
              LIMIT p_upto) w)
     ELSE
-        (SELECT count(*)::integer FROM (
+        (SELECT count(*) FROM (
              SELECT 1 FROM jobs j
              WHERE j.queue = p_queue AND j.tenant = p_tenant AND j.state IN ('QUEUED', 'RETRY_WAIT')
              LIMIT p_upto) w)
@@ -208,7 +208,7 @@ BEGIN
         END IF;
         -- Shedding looks at the jobs that were waiting before this statement.
         IF q.shed_depth IS NOT NULL AND g.least_urgent > q.shed_priority
-           AND jobwire_waiting_upto(g.queue, NULL, q.shed_depth + g.queue_jobs) - g.queue_jobs
+           AND jobwire_waiting_upto(g.queue, NULL, q.shed_depth::bigint + g.queue_jobs) - g.queue_jobs
                >= q.shed_depth THEN
             PERFORM jobwire_refuse_enqueue(
                 'JW429', 'shed', g.queue, g.tenant, q.shed_depth, NULL, 1000,
@@ -216,7 +216,7 @@ BEGIN
                        to_json(g.queue), q.shed_depth, q.shed_priority));
         END IF;
         IF q.max_queued IS NOT NULL
-           AND jobwire_waiting_upto(g.queue, NULL, q.max_queued + 1) > q.max_queued THEN
+           AND jobwire_waiting_upto(g.queue, NULL, q.max_queued::bigint + 1) > q.max_queued THEN
             PERFORM jobwire_refuse_enqueue(
                 'JW429', 'queue', g.queue, g.tenant, q.max_queued, NULL, 1000,
                 format('queue %s is full: at most %s waiting job(s)', to_json(g.queue), q.max_queued));
@@ -227,7 +227,7 @@ BEGIN
         t := NULL;
         SELECT * INTO t FROM job_tenants WHERE queue = g.queue AND tenant = g.tenant;
         cap := coalesce(t.max_queued, q.tenant_max_queued);
-        IF cap IS NOT NULL AND jobwire_waiting_upto(g.queue, g.tenant, cap + 1) > cap THEN
+        IF cap IS NOT NULL AND jobwire_waiting_upto(g.queue, g.tenant, cap::bigint + 1) > cap THEN
             PERFORM jobwire_refuse_enqueue(
                 'JW429', 'tenant', g.queue, g.tenant, cap, NULL, 1000,
                 format('tenant %s of queue %s is full: at most %s waiting job(s)',

@@ -80,16 +80,27 @@ async fn a_full_queue_refuses_writes_nothing_and_lifts_as_it_drains(pool: PgPool
     assert_eq!(jobs_in(&pool, "q").await, 3, "nothing written");
     assert_eq!(jobs_in(&pool, "other").await, 0, "nothing written");
 
-    // Inside a caller's transaction: the business write rolls back with it,
-    // as after any failed statement.
+    // Inside a caller's transaction: the refusal aborts it, so the business
+    // write goes with the job, as after any failed statement.
+    sqlx::query("CREATE TABLE orders (id int)")
+        .execute(&pool)
+        .await
+        .unwrap();
     let mut tx = pool.begin().await.unwrap();
-    sqlx::query("CREATE TEMP TABLE orders (id int)")
+    sqlx::query("INSERT INTO orders VALUES (1)")
         .execute(&mut *tx)
         .await
         .unwrap();
     let refused = enqueue(&mut *tx, &job("q")).await;
     assert!(matches!(refused, Err(Error::QueueFull { .. })));
-    tx.rollback().await.unwrap();
+    // PostgreSQL answers the commit of an aborted transaction by rolling
+    // it back (sqlx may or may not call that an error).
+    let _ = tx.commit().await;
+    let orders: i64 = sqlx::query_scalar("SELECT count(*) FROM orders")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(orders, 0);
 
     // The queue drains: a claimed job no longer waits, so one more fits.
     let claimed = jobwire_core::claim_batch(&pool, "q", "w", 1, LEASE)
@@ -186,6 +197,82 @@ async fn a_full_tenant_is_refused_while_others_get_in(pool: PgPool) {
     let bigco_row = caps.tenants.iter().find(|t| t.tenant == "bigco").unwrap();
     assert_eq!(bigco_row.limits.max_queued, Some(4));
     assert_eq!(bigco_row.waiting, 4);
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn the_running_cap_alone_changes_and_the_other_limits_stay(pool: PgPool) {
+    let limits = TenantLimits {
+        max_running: Some(2),
+        max_queued: Some(5),
+        enqueue_rate: Some(EnqueueRate {
+            jobs: 10,
+            per_seconds: 60,
+        }),
+    };
+    for tenant in [None, Some("acme")] {
+        jobwire_core::set_tenant_limits(&pool, "q", tenant, &limits)
+            .await
+            .unwrap();
+        // The running cap is removed; the override row stays for the rest.
+        jobwire_core::set_tenant_cap(&pool, "q", tenant, None)
+            .await
+            .unwrap();
+        let caps = jobwire_core::tenant_caps(&pool, "q").await.unwrap();
+        let now = match tenant {
+            None => caps.defaults,
+            Some(name) => {
+                caps.tenants
+                    .iter()
+                    .find(|t| t.tenant == name)
+                    .expect("the override row stays")
+                    .overrides
+            }
+        };
+        assert_eq!(
+            now,
+            TenantLimits {
+                max_running: None,
+                ..limits
+            },
+            "{tenant:?}"
+        );
+    }
+    // With nothing left, the override row goes.
+    jobwire_core::set_tenant_limits(&pool, "q", Some("acme"), &TenantLimits::default())
+        .await
+        .unwrap();
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM job_tenants")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(rows, 0);
+    // Past the ceiling: refused, named.
+    let huge = TenantLimits {
+        max_queued: Some(jobwire_core::MAX_LIMIT + 1),
+        ..TenantLimits::default()
+    };
+    assert!(matches!(
+        jobwire_core::set_tenant_limits(&pool, "q", None, &huge).await,
+        Err(Error::InvalidArgument {
+            argument: "max_queued",
+            ..
+        })
+    ));
+    // At the ceiling: enqueues still work (no overflow in the trigger).
+    let at_ceiling = QueueLimits {
+        max_queued: Some(jobwire_core::MAX_LIMIT),
+        shed: Some(Shedding {
+            depth: jobwire_core::MAX_LIMIT,
+            priority: 0,
+        }),
+        ..QueueLimits::default()
+    };
+    jobwire_core::set_queue_limits(&pool, "q", &at_ceiling)
+        .await
+        .unwrap();
+    enqueue(&pool, &job("q").with_priority(3).with_tenant("acme"))
+        .await
+        .unwrap();
 }
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]

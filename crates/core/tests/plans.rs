@@ -49,7 +49,11 @@ async fn the_wake_up_claim_uses_the_primary_key_with_stale_statistics(pool: PgPo
     .await
     .unwrap();
     // Statistics of an empty table, then a backlog the planner knows
-    // nothing of.
+    // nothing of (and no autovacuum to tell it meanwhile).
+    sqlx::query("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+        .execute(&pool)
+        .await
+        .unwrap();
     sqlx::query("ANALYZE jobs").execute(&pool).await.unwrap();
     let jobs: Vec<NewJob> = (0..20_000)
         .map(|i| {

@@ -1134,6 +1134,43 @@ async fn a_token_bound_to_a_tenant_keeps_to_its_jobs(pool: PgPool) {
     .await;
     assert_eq!(status, 200);
 
+    // Its idempotency keys are its tenant's own: another tenant's job under
+    // the same key is neither returned nor in the way.
+    let keyed =
+        |tenant: &str| json!({"type": "import_row", "tenant": tenant, "idempotencyKey": "row-7"});
+    let (status, theirs) = enqueue(&api, keyed("bigco")).await;
+    assert_eq!(status, 201, "{theirs}");
+    let (status, mine) = parts(post(keyed("acme")).await.unwrap()).await;
+    assert_eq!(
+        (status, mine["tenant"].clone()),
+        (201, json!("acme")),
+        "{mine}"
+    );
+    assert_ne!(job_id(&mine), job_id(&theirs));
+    let (status, again) = parts(post(keyed("acme")).await.unwrap()).await;
+    assert_eq!((status, again["duplicate"].clone()), (200, json!(true)));
+    assert_eq!(job_id(&again), job_id(&mine));
+    // A key of the scoped shape written by an unbound producer for another
+    // tenant: refused without showing that job.
+    let squatted =
+        json!({"type": "import_row", "tenant": "bigco", "idempotencyKey": "tenant:4:acme:row-8"});
+    assert_eq!(enqueue(&api, squatted).await.0, 201);
+    let (status, body) = parts(
+        post(json!({"type": "import_row", "idempotencyKey": "row-8"}))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, error_code(&body)),
+        (409, "IDEMPOTENCY_KEY_TAKEN"),
+        "{body}"
+    );
+    assert!(
+        body.get("jobId").is_none() && !body.to_string().contains("bigco"),
+        "{body}"
+    );
+
     // Every call over many jobs or a queue refuses it.
     for path in [
         "/jobs",

@@ -14,6 +14,11 @@ use crate::{Error, Result};
 /// The longest window of a tenant's enqueue rate: a day.
 pub const MAX_RATE_SECONDS: u32 = 24 * 60 * 60;
 
+/// The largest count any limit takes (jobs waiting, running, per window):
+/// far beyond any real limit, and far enough below `i32::MAX` that the
+/// database's arithmetic on it never overflows.
+pub const MAX_LIMIT: u32 = 1_000_000_000;
+
 /// An enqueue rate: at most `jobs` per `per_seconds`, over a sliding window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -154,9 +159,8 @@ fn positive_i32(argument: &'static str, value: Option<u32>) -> Result<Option<i32
             argument,
             "must be at least 1 (remove the limit instead)".into(),
         )),
-        Some(n) => i32::try_from(n)
-            .map(Some)
-            .map_err(|_| invalid(argument, format!("at most {}", i32::MAX))),
+        Some(n) if n > MAX_LIMIT => Err(invalid(argument, format!("at most {MAX_LIMIT}"))),
+        Some(n) => Ok(Some(n as i32)),
         None => Ok(None),
     }
 }

@@ -44,7 +44,7 @@ pub use lease::{
     finish_many, heartbeat, heartbeat_many,
 };
 pub use limits::{
-    EnqueueRate, MAX_RATE_SECONDS, QueueLimits, Shedding, TenantLimits, queue_limits,
+    EnqueueRate, MAX_LIMIT, MAX_RATE_SECONDS, QueueLimits, Shedding, TenantLimits, queue_limits,
     set_queue_limits, set_tenant_limits,
 };
 pub use maintenance::{

@@ -317,6 +317,10 @@ fn api_field(core: &str) -> String {
         "error_code" => "errorCode",
         "jitter_seconds" => "jitterSeconds",
         "max_catch_up" => "maxCatchUp",
+        "max_running" => "maxRunning",
+        "max_queued" => "maxQueued",
+        "shed_depth" => "shed.depth",
+        "enqueue_rate" => "enqueueRate",
         other => other,
     }
     .to_owned()

@@ -224,6 +224,7 @@ pub(crate) fn parse_time(field: &str, value: &str) -> Result<DateTime<Utc>, ApiE
         (status = 200, description = "The idempotency key was already held: the existing job", body = EnqueueResponse),
         (status = 400, description = "Malformed body or invalid field", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
+        (status = 409, description = "IDEMPOTENCY_KEY_TAKEN: a token bound to a tenant named a key held by a job it cannot see", body = ErrorEnvelope),
         (status = 413, description = "Payload over the limit", body = ErrorEnvelope),
         (status = 415, description = "Body is not JSON", body = ErrorEnvelope),
         (status = 429, description = "An enqueue limit refused it, nothing written (QUEUE_FULL, RATE_LIMITED); retry after `Retry-After` seconds",
@@ -247,9 +248,6 @@ pub(crate) async fn enqueue_job(
     if let Some(run_at) = &request.run_at {
         job = job.with_run_at(parse_time("runAt", run_at)?);
     }
-    if let Some(key) = request.idempotency_key {
-        job = job.with_dedup_key(key);
-    }
     // A token bound to a tenant enqueues for that tenant: named or not,
     // and never for another.
     let tenant = match (&token.tenant, request.tenant) {
@@ -264,6 +262,16 @@ pub(crate) async fn enqueue_job(
         (Some(bound), _) => Some(bound.clone()),
         (None, asked) => asked,
     };
+    if let Some(key) = request.idempotency_key {
+        // Keys are unique per job type across the whole table: a bound
+        // token's keys are its tenant's own, so that one tenant can neither
+        // see another's job through a key nor take a key another will use.
+        let key = match &token.tenant {
+            Some(bound) => tenant_scoped_key(bound, &key),
+            None => key,
+        };
+        job = job.with_dedup_key(key);
+    }
     if let Some(tenant) = tenant {
         job = job.with_tenant(tenant);
     }
@@ -271,7 +279,18 @@ pub(crate) async fn enqueue_job(
         job = job.with_trace_context(trace);
     }
     let enqueued = Enqueuer.enqueue(&state.pool, &job).await?;
-    let view = JobView::from(jobwire_core::job_status(&state.pool, enqueued.job_id).await?);
+    let status = jobwire_core::job_status(&state.pool, enqueued.job_id).await?;
+    if enqueued.duplicate && !sees_tenant(&token, status.tenant.as_deref()) {
+        // Only a producer not bound to a tenant could have written a key of
+        // the scoped shape; still, the job is not this token's to see.
+        return Err(ApiError::Conflict {
+            code: "IDEMPOTENCY_KEY_TAKEN",
+            message:
+                "This idempotency key is held by a job this token cannot see; use another key."
+                    .into(),
+        });
+    }
+    let view = JobView::from(status);
     let body = Json(EnqueueResponse {
         job: view,
         duplicate: enqueued.duplicate,
@@ -284,6 +303,12 @@ pub(crate) async fn enqueue_job(
         headers.insert(header::LOCATION, location);
     }
     Ok((StatusCode::CREATED, headers, body).into_response())
+}
+
+/// The idempotency key a token bound to `tenant` stores for `key`: the
+/// tenant's length first, so no two (tenant, key) pairs read alike.
+fn tenant_scoped_key(tenant: &str, key: &str) -> String {
+    format!("tenant:{}:{tenant}:{key}", tenant.len())
 }
 
 /// Read one job (from the hot table or history).

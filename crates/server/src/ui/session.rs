@@ -88,6 +88,9 @@ impl FromRequestParts<ApiState> for Viewer {
             .ok_or(UiError::LoginRequired)?;
         let token = jobwire_core::find_ui_session(&state.pool, secret)
             .await?
+            // The login refuses tokens bound to a tenant; a session of one
+            // made some other way is no session either.
+            .filter(|token| token.tenant.is_none())
             .ok_or(UiError::LoginRequired)?;
         Ok(Viewer {
             token,
