@@ -994,31 +994,55 @@ async fn enqueue_limits_over_http(pool: PgPool) {
     assert_eq!(listed["jobs"].as_array().unwrap().len(), 3, "{listed}");
 
     // Bad bodies: a clear 400, nothing changed.
-    for (path, body) in [
-        ("/queues/imports/limits", json!({"maxQueued": 0})),
+    // Each names the field at fault as the API spells it.
+    for (path, body, field) in [
+        (
+            "/queues/imports/limits",
+            json!({"maxQueued": 0}),
+            "maxQueued",
+        ),
         (
             "/queues/imports/limits",
             json!({"shed": {"depth": 0, "priority": 0}}),
+            "shed.depth",
         ),
-        ("/queues/imports/limits", json!({"shed": {"depth": 3}})),
+        (
+            "/queues/imports/limits",
+            json!({"shed": {"depth": 3}}),
+            "shed",
+        ),
         (
             "/queues/imports/limits",
             json!({"maxQueued": 3, "burst": 1}),
+            "burst",
         ),
         (
             "/queues/imports/tenant-limits",
             json!({"enqueueRate": {"jobs": 1, "perSeconds": 0}}),
+            "enqueueRate.perSeconds",
         ),
         (
             "/queues/imports/tenant-limits",
             json!({"enqueueRate": {"jobs": 0, "perSeconds": 1}}),
+            "enqueueRate.jobs",
         ),
-        ("/queues/imports/tenants/acme", json!({})),
+        (
+            "/queues/imports/tenant-limits",
+            json!({"maxRunning": 0}),
+            "maxRunning",
+        ),
+        ("/queues/imports/tenants/acme", json!({}), "maxRunning"),
     ] {
         let (status, answer) = parts(put(path, &api.admin, body.clone()).await.unwrap()).await;
         assert_eq!(
             (status, error_code(&answer)),
             (400, "INVALID_FIELD"),
+            "{path} {body}: {answer}"
+        );
+        assert!(
+            answer["error"]["field"]
+                .as_str()
+                .is_some_and(|got| got.contains(field)),
             "{path} {body}: {answer}"
         );
     }

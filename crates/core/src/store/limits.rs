@@ -70,17 +70,20 @@ impl std::str::FromStr for EnqueueRate {
 impl EnqueueRate {
     fn check(&self) -> Result<()> {
         if self.jobs == 0 {
-            return Err(invalid("enqueue_rate", "must allow at least 1 job".into()));
-        }
-        if self.jobs > i32::MAX as u32 {
             return Err(invalid(
-                "enqueue_rate",
-                format!("at most {} jobs", i32::MAX),
+                "enqueue_rate.jobs",
+                "must allow at least 1 job".into(),
+            ));
+        }
+        if self.jobs > MAX_LIMIT {
+            return Err(invalid(
+                "enqueue_rate.jobs",
+                format!("at most {MAX_LIMIT} jobs"),
             ));
         }
         if !(1..=MAX_RATE_SECONDS).contains(&self.per_seconds) {
             return Err(invalid(
-                "enqueue_rate",
+                "enqueue_rate.per_seconds",
                 format!("the window must be 1 to {MAX_RATE_SECONDS} seconds"),
             ));
         }

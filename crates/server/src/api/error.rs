@@ -320,7 +320,8 @@ fn api_field(core: &str) -> String {
         "max_running" => "maxRunning",
         "max_queued" => "maxQueued",
         "shed_depth" => "shed.depth",
-        "enqueue_rate" => "enqueueRate",
+        "enqueue_rate.jobs" => "enqueueRate.jobs",
+        "enqueue_rate.per_seconds" => "enqueueRate.perSeconds",
         other => other,
     }
     .to_owned()

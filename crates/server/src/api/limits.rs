@@ -59,34 +59,17 @@ impl From<TenantLimits> for TenantLimitsBody {
     }
 }
 
-impl TenantLimitsBody {
-    /// The limits asked for, checked field by field as the API names them.
-    pub(crate) fn limits(self) -> Result<TenantLimits, ApiError> {
-        for (field, value) in [
-            ("maxRunning", self.max_running),
-            ("maxQueued", self.max_queued),
-            ("enqueueRate.jobs", self.enqueue_rate.map(|rate| rate.jobs)),
-        ] {
-            if value == Some(0) {
-                return Err(ApiError::invalid_field(field, "must be at least 1"));
-            }
-        }
-        if let Some(rate) = self.enqueue_rate
-            && !(1..=jobwire_core::MAX_RATE_SECONDS).contains(&rate.per_seconds)
-        {
-            return Err(ApiError::invalid_field(
-                "enqueueRate.perSeconds",
-                format!("must be 1 to {}", jobwire_core::MAX_RATE_SECONDS),
-            ));
-        }
-        Ok(TenantLimits {
-            max_running: self.max_running,
-            max_queued: self.max_queued,
-            enqueue_rate: self.enqueue_rate.map(|rate| EnqueueRate {
+impl From<TenantLimitsBody> for TenantLimits {
+    /// Checked by the core, which names each field as the API spells it.
+    fn from(body: TenantLimitsBody) -> Self {
+        TenantLimits {
+            max_running: body.max_running,
+            max_queued: body.max_queued,
+            enqueue_rate: body.enqueue_rate.map(|rate| EnqueueRate {
                 jobs: rate.jobs,
                 per_seconds: rate.per_seconds,
             }),
-        })
+        }
     }
 }
 
@@ -180,12 +163,6 @@ pub(crate) async fn put_queue_limits(
     QueuePath(queue): QueuePath,
     JsonBody(request): JsonBody<QueueLimitsRequest>,
 ) -> Result<Json<QueueLimitsView>, ApiError> {
-    if request.max_queued == Some(0) {
-        return Err(ApiError::invalid_field("maxQueued", "must be at least 1"));
-    }
-    if request.shed.is_some_and(|shed| shed.depth == 0) {
-        return Err(ApiError::invalid_field("shed.depth", "must be at least 1"));
-    }
     let limits = QueueLimits {
         max_queued: request.max_queued,
         shed: request.shed.map(|shed| Shedding {
@@ -244,7 +221,7 @@ pub(crate) async fn put_tenant_defaults(
     QueuePath(queue): QueuePath,
     JsonBody(request): JsonBody<TenantLimitsBody>,
 ) -> Result<Json<TenantCapsView>, ApiError> {
-    let limits = request.limits()?;
+    let limits = TenantLimits::from(request);
     jobwire_core::set_tenant_limits(&state.pool, &queue, None, &limits).await?;
     tracing::info!(actor = %token.name, %queue, ?limits, "tenant defaults changed");
     caps_of(&state, &queue).await

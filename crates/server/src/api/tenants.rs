@@ -177,7 +177,7 @@ pub(crate) async fn put_tenant_cap(
     TenantPath(queue, tenant): TenantPath,
     JsonBody(request): JsonBody<TenantLimitsBody>,
 ) -> Result<Json<TenantCapsView>, ApiError> {
-    let limits = request.limits()?;
+    let limits = jobwire_core::TenantLimits::from(request);
     if limits.is_empty() {
         return Err(ApiError::invalid_field(
             "maxRunning",
@@ -225,9 +225,6 @@ async fn set_cap(
     tenant: Option<&str>,
     max_running: Option<u32>,
 ) -> Result<Json<TenantCapsView>, ApiError> {
-    if max_running == Some(0) {
-        return Err(ApiError::invalid_field("maxRunning", "must be at least 1"));
-    }
     jobwire_core::set_tenant_cap(&state.pool, queue, tenant, max_running).await?;
     tracing::info!(actor = %token.name, %queue, ?tenant, ?max_running, "tenant cap changed");
     caps_of(state, queue).await
