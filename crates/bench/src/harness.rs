@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
+use chrono::{DateTime, Utc};
 use jobwire_consumer::{
     HandlerRegistry, JobContext, QueueConfig, RuntimeConfig, Worker, WorkerConfig,
 };
@@ -35,9 +36,18 @@ pub(crate) fn progress_bar(
     bar
 }
 
-/// Handler runs per job.
+/// Handler runs per job, and when the first one started.
 #[derive(Clone, Default)]
-pub(crate) struct Runs(Arc<Mutex<HashMap<Uuid, u32>>>);
+pub(crate) struct Runs(Arc<Mutex<HashMap<Uuid, HandlerRuns>>>);
+
+/// What the handler saw of one job.
+#[derive(Clone, Copy)]
+pub(crate) struct HandlerRuns {
+    runs: u32,
+    /// The first run's start, on the wall clock (the claim's timestamp is
+    /// taken before the job reaches a handler).
+    pub(crate) first_start: DateTime<Utc>,
+}
 
 fn registry(runs: &Runs) -> HandlerRegistry {
     let mut registry = HandlerRegistry::new();
@@ -45,12 +55,14 @@ fn registry(runs: &Runs) -> HandlerRegistry {
     registry.register("bench_noop", move |ctx: JobContext| {
         let runs = runs.clone();
         async move {
-            *runs
-                .0
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
+            let started = Utc::now();
+            runs.lock()
                 .entry(ctx.job_id())
-                .or_default() += 1;
+                .or_insert(HandlerRuns {
+                    runs: 0,
+                    first_start: started,
+                })
+                .runs += 1;
             Ok(())
         }
     });
@@ -229,11 +241,21 @@ async fn lost_or_repeated(pool: &PgPool, queue: &str, runs: &Runs, jobs: usize) 
 impl Runs {
     /// Jobs the handler ran more than once.
     pub(crate) fn repeated(&self) -> usize {
-        let runs = self
-            .0
+        self.lock().values().filter(|job| job.runs != 1).count()
+    }
+
+    /// When the handler first started each job it ran.
+    pub(crate) fn first_starts(&self) -> HashMap<Uuid, DateTime<Utc>> {
+        self.lock()
+            .iter()
+            .map(|(job, runs)| (*job, runs.first_start))
+            .collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, HandlerRuns>> {
+        self.0
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        runs.values().filter(|n| **n != 1).count()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 

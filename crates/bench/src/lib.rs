@@ -34,10 +34,13 @@ mod environment;
 mod harness;
 mod noisy_tenant;
 mod options;
+mod quantile;
 mod relay_runs;
 mod report;
 mod results;
 mod schedules;
+mod stage_clock;
+mod stages;
 mod workloads;
 
 pub use commit_rate::{CommitRate, commit_rate};
@@ -46,7 +49,7 @@ pub use noisy_tenant::{NoisyTenant, noisy_tenant};
 pub use options::{BenchConfig, PathUnderTest};
 pub use relay_runs::{OutboxLag, RelayRun, outbox_lag, relay_alone};
 pub use report::{chart_svg, table};
-pub use results::{DatabaseCost, Latency, PathReport, RunResult};
+pub use results::{DatabaseCost, Latency, PathReport, RunResult, StageLatency};
 pub use schedules::{ScheduleBurst, schedule_burst};
 pub use workloads::{drain, end_to_end, steady_rate, urgent_under_burst};
 
@@ -80,7 +83,7 @@ pub async fn run_path(
     tracing::info!(path = %path.name, rate = path.rate, "bench: steady rate");
     let steady_rate = steady_rate(pool, path, config).await?;
     tracing::info!(path = %path.name, bulk = path.burst_jobs, "bench: urgent under burst");
-    let urgent_under_burst = urgent_under_burst(pool, path, config).await?;
+    let (urgent_under_burst, urgent_stages) = urgent_under_burst(pool, path, config).await?;
     tracing::info!(path = %path.name, rows = path.relay_rows, "bench: relay alone");
     let relay_alone = relay_alone(pool, path, config).await?;
     tracing::info!(path = %path.name, rate = path.lag_rate, "bench: outbox lag");
@@ -102,6 +105,7 @@ pub async fn run_path(
         steady_rate,
         rate: path.rate,
         urgent_under_burst,
+        urgent_stages,
         relay_alone,
         outbox_lag,
         noisy_tenant: noisy,

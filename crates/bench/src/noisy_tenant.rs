@@ -175,10 +175,11 @@ pub async fn noisy_tenant(
 /// `rate_duration`. Returns how many were enqueued.
 async fn quiet_arrivals(pool: &PgPool, queue: &str, config: &BenchConfig) -> Result<usize> {
     let rate = config.quiet_tenant_rate.max(1) * QUIET_TENANTS.len() as u32;
-    arrivals_of(pool, rate, config.rate_duration, |i| {
+    let committed = arrivals_of(pool, rate, config.rate_duration, |i| {
         NewJob::new("bench_noop", serde_json::json!({ "i": i }))
             .with_queue(queue)
             .with_tenant(QUIET_TENANTS[i % QUIET_TENANTS.len()])
     })
-    .await
+    .await?;
+    Ok(committed.len())
 }

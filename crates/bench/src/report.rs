@@ -100,6 +100,7 @@ pub fn table(environment: &Environment, reports: &[PathReport]) -> String {
     out.push_str(
         "\nlatency in ms from the database's own timestamps: enqueue -> start and enqueue -> finish at a steady rate; urgent = enqueue -> start of urgent jobs on their own queue while a bulk backlog drains (bulk = the backlog queued first; bulk left = bulk jobs still unfinished when the urgent stream ended)\n",
     );
+    urgent_stages(&mut out, reports);
     noisy_tenant_runs(&mut out, reports);
     if reports.iter().any(|r| r.relay_alone.is_some()) {
         let _ = writeln!(
@@ -173,6 +174,30 @@ fn single_job_runs(out: &mut String, reports: &[PathReport]) {
     }
     out.push_str(
         "\ne2e 1/tx = producers each committing a business row and one job per transaction; commit/s = plain single-row insert transactions per second with as many clients (pgbench, or the harness's own client where pgbench is missing), measured just before; e2e/plain = median / commit/s\n\n",
+    );
+}
+
+/// Where the urgent jobs' time went, stage by stage.
+fn urgent_stages(out: &mut String, reports: &[PathReport]) {
+    if reports.iter().all(|r| r.urgent_stages.is_empty()) {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n{:<10} {:<32} {:>6} {:>9} {:>9} {:>9}",
+        "urgent", "stage", "jobs", "p50 ms", "p95 ms", "p99 ms"
+    );
+    for report in reports {
+        for stage in &report.urgent_stages {
+            let _ = writeln!(
+                out,
+                "{:<10} {:<32} {:>6} {:>9.1} {:>9.1} {:>9.1}",
+                report.path, stage.stage, stage.jobs, stage.p50_ms, stage.p95_ms, stage.p99_ms
+            );
+        }
+    }
+    out.push_str(
+        "\nurgent stages = where the urgent jobs' enqueue -> handler start went: enqueue and claim start from the database's timestamps (created_at, the claim's heartbeat_at), committed when the producer's commit returned, the relay's publish call, the broker's confirm and the delivery as the transport saw them, the handler's own start; each over the jobs with both ends seen; the parts' percentiles do not add up to the whole's\n",
     );
 }
 

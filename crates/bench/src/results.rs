@@ -63,6 +63,22 @@ pub struct Latency {
     pub bulk_left_at_end: i64,
 }
 
+/// One stage of the urgent jobs' enqueue → handler start, in ms over the
+/// jobs every stamp of the stage was seen for (see `urgent_stages`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StageLatency {
+    /// What the stage runs from and to (`enqueue -> relay publishes`, ...).
+    pub stage: String,
+    /// Jobs measured.
+    pub jobs: usize,
+    /// Median, ms.
+    pub p50_ms: f64,
+    /// 95th percentile, ms.
+    pub p95_ms: f64,
+    /// 99th percentile, ms.
+    pub p99_ms: f64,
+}
+
 /// Everything measured for one path.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PathReport {
@@ -86,6 +102,11 @@ pub struct PathReport {
     pub rate: u32,
     /// Urgent jobs on their own queue while a bulk backlog drains.
     pub urgent_under_burst: Latency,
+    /// Where the urgent jobs' time went, stage by stage, ending at the
+    /// handler's start: on a broker path enqueue → relay publishes →
+    /// broker confirms → delivered → claimed → handler starts; on the
+    /// PostgreSQL path enqueue → claimed → handler starts.
+    pub urgent_stages: Vec<StageLatency>,
     /// The relay alone (broker paths).
     pub relay_alone: Option<RelayRun>,
     /// Outbox insert → delivery at a steady rate (broker paths).

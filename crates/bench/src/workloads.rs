@@ -1,8 +1,10 @@
 //! The measured workloads: drain, end to end, latency at a steady rate, urgent under burst.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use anyhow::Result;
+use chrono::{DateTime, Utc};
 use jobwire_consumer::QueueConfig;
 use jobwire_core::{Dispatch, NewJob};
 use sqlx::PgPool;
@@ -12,7 +14,9 @@ use crate::harness::{
     Measurement, Runs, clean_up, fresh_queue, progress_bar, run_pool, start, start_queues,
     unfinished, wait_for_queue,
 };
-use crate::{BenchConfig, Latency, PathUnderTest, RunResult};
+use crate::stage_clock::{StageClock, TimedTransport};
+use crate::stages::stages;
+use crate::{BenchConfig, Latency, PathUnderTest, RunResult, StageLatency};
 
 fn payload(config: &BenchConfig, i: usize) -> serde_json::Value {
     serde_json::json!({ "i": i, "filler": "x".repeat(config.payload_bytes) })
@@ -141,22 +145,26 @@ async fn arrivals(
     rate: u32,
     duration: Duration,
     config: &BenchConfig,
-) -> Result<usize> {
+) -> Result<Committed> {
     arrivals_of(pool, rate, duration, |i| {
         NewJob::new("bench_noop", payload(config, i)).with_queue(queue)
     })
     .await
 }
 
+/// When each enqueued job's transaction had committed, as its producer saw
+/// it (wall clock, right after the commit returned).
+pub(crate) type Committed = HashMap<Uuid, DateTime<Utc>>;
+
 /// Enqueue `job(i)` one per tick at `rate` for `duration`, each in a
 /// transaction of its own (open loop: a slow enqueue does not delay the
-/// next one). Returns how many were enqueued.
+/// next one). Returns the jobs enqueued, with when each committed.
 pub(crate) async fn arrivals_of(
     pool: &PgPool,
     rate: u32,
     duration: Duration,
     job: impl Fn(usize) -> NewJob,
-) -> Result<usize> {
+) -> Result<Committed> {
     let mut ticker = tokio::time::interval(Duration::from_secs(1) / rate.max(1));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let total = (rate as u64 * duration.as_millis() as u64 / 1000) as usize;
@@ -164,12 +172,17 @@ pub(crate) async fn arrivals_of(
     for i in 0..total {
         ticker.tick().await;
         let (pool, job) = (pool.clone(), job(i));
-        enqueues.spawn(async move { jobwire_core::enqueue(&pool, &job).await });
+        enqueues.spawn(async move {
+            let enqueued = jobwire_core::enqueue(&pool, &job).await?;
+            anyhow::Ok((enqueued.job_id, Utc::now()))
+        });
     }
+    let mut committed = Committed::with_capacity(total);
     while let Some(done) = enqueues.join_next().await {
-        done??;
+        let (job, at) = done??;
+        committed.insert(job, at);
     }
-    Ok(total)
+    Ok(committed)
 }
 
 /// Latency at a steady arrival rate.
@@ -184,7 +197,9 @@ pub async fn steady_rate(
     let running = start(&work, path, &queue, config, &runs);
     // Let the worker (and a broker consumer's group) settle before the clock runs.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let total = arrivals(&work, &queue, path.rate, config.rate_duration, config).await?;
+    let total = arrivals(&work, &queue, path.rate, config.rate_duration, config)
+        .await?
+        .len();
     wait_for_queue(
         pool,
         &queue,
@@ -201,12 +216,13 @@ pub async fn steady_rate(
 }
 
 /// Urgent jobs at a steady rate on their own queue (own slots), while a
-/// bulk backlog of `path.burst_jobs` drains on the same path.
+/// bulk backlog of `path.burst_jobs` drains on the same path; with where
+/// their time went, stage by stage.
 pub async fn urgent_under_burst(
     pool: &PgPool,
     path: &PathUnderTest,
     config: &BenchConfig,
-) -> Result<Latency> {
+) -> Result<(Latency, Vec<StageLatency>)> {
     let (bulk, _) = fresh_queue(pool, path, "bulk").await?;
     let (urgent, urgent_dispatch) = fresh_queue(pool, path, "urgent").await?;
     enqueue_up_front(pool, &bulk, path.burst_jobs, config).await?;
@@ -216,11 +232,24 @@ pub async fn urgent_under_burst(
         Dispatch::Broker { topic } => vec![topic],
         _ => Vec::new(),
     };
+    // The urgent wake-ups are stamped on their way through the broker.
+    let clock = path
+        .transport
+        .as_ref()
+        .map(|_| StageClock::new(dedicated.clone()));
+    let timed_path = PathUnderTest {
+        transport: path
+            .transport
+            .clone()
+            .zip(clock.clone())
+            .map(|(transport, clock)| TimedTransport::wrap(transport, clock)),
+        ..path.clone()
+    };
     let runs = Runs::default();
     let work = run_pool(pool, config).await?;
     let running = start_queues(
         &work,
-        path,
+        &timed_path,
         vec![
             QueueConfig::new(&bulk, config.workers),
             QueueConfig::new(&urgent, 8),
@@ -229,7 +258,7 @@ pub async fn urgent_under_burst(
         config,
         &runs,
     );
-    let total = arrivals(
+    let committed = arrivals(
         &work,
         &urgent,
         config.urgent_rate,
@@ -237,6 +266,7 @@ pub async fn urgent_under_burst(
         config,
     )
     .await?;
+    let total = committed.len();
     wait_for_queue(
         pool,
         &urgent,
@@ -262,6 +292,7 @@ pub async fn urgent_under_burst(
     let mut latency = latency(pool, &urgent).await?;
     latency.bulk_jobs = path.burst_jobs as i64;
     latency.bulk_left_at_end = bulk_left;
+    let stages = stages(pool, &urgent, &committed, &runs, clock.as_deref()).await?;
     clean_up(pool, &[&bulk, &urgent], config).await?;
-    Ok(latency)
+    Ok((latency, stages))
 }

@@ -121,6 +121,37 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
         assert_eq!(result["steady_rate"]["jobs"], 100, "{result}");
         assert_eq!(result["urgent_under_burst"]["jobs"], 20, "{result}");
         assert_eq!(result["urgent_under_burst"]["bulk_jobs"], 300, "{result}");
+        // Where the urgent jobs' time went: every stage seen for every one
+        // of them (a broker path's wake-ups through the relay and the
+        // broker; none of them on the PostgreSQL path).
+        let stages: Vec<&str> = result["urgent_stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|stage| {
+                assert_eq!(stage["jobs"], 20, "{result}");
+                stage["stage"].as_str().unwrap()
+            })
+            .collect();
+        let expected: &[&str] = if broker {
+            &[
+                "enqueue -> committed",
+                "committed -> relay publishes",
+                "relay publishes -> confirmed",
+                "confirmed -> delivered",
+                "delivered -> claim starts",
+                "claim starts -> handler starts",
+                "enqueue -> handler starts",
+            ]
+        } else {
+            &[
+                "enqueue -> committed",
+                "committed -> claim starts",
+                "claim starts -> handler starts",
+                "enqueue -> handler starts",
+            ]
+        };
+        assert_eq!(stages, expected, "{result}");
         // The relay runs exist exactly where there is a relay.
         if broker {
             assert_eq!(result["relay_alone"]["rows"], jobs, "{result}");
@@ -138,6 +169,7 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
     assert!(stdout.contains("drain/s"), "{stdout}");
     assert!(stdout.contains("e2e/plain"), "{stdout}");
     assert!(stdout.contains("quiet p95"), "{stdout}");
+    assert!(stdout.contains("delivered -> claim starts"), "{stdout}");
     let svg = std::fs::read_to_string(&chart).unwrap();
     assert!(svg.starts_with("<svg"), "{svg}");
     // Each path names its group of bars (a text element of its own).
