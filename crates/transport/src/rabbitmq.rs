@@ -4,6 +4,7 @@
 //! broker restarts.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -17,7 +18,7 @@ use lapin::types::{AMQPValue, FieldTable};
 use lapin::{
     BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, Consumer, ErrorKind,
 };
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, MutexGuard};
 
 use crate::{
     Capabilities, Delivery, Envelope, Headers, PublishError, Receipt, ReceiptInner,
@@ -40,16 +41,26 @@ pub struct RabbitConfig {
     pub persistent: bool,
     /// How long to wait to connect, and for publisher confirms.
     pub timeout: Duration,
+    /// Publishing sessions (a connection and a confirm-mode channel each)
+    /// the transport keeps. A publish waits for the broker's confirms on
+    /// the session it holds, so with one session every relay task and lane
+    /// takes turns: an urgent lane's few wake-ups waited behind a bulk
+    /// lane's thousand-message batch and its confirms. Publishes running
+    /// at once beyond this number wait for a session.
+    pub publish_sessions: usize,
 }
 
 impl RabbitConfig {
-    /// Defaults for `url`: 4 MiB messages, persistent, 10 s timeout.
+    /// Defaults for `url`: 4 MiB messages, persistent, 10 s timeout, four
+    /// publishing sessions (a relay's default two drain tasks plus a lane
+    /// or two of its own).
     pub fn new(url: impl Into<String>) -> Self {
         RabbitConfig {
             url: url.into(),
             max_message_bytes: 4 * 1024 * 1024,
             persistent: true,
             timeout: Duration::from_secs(10),
+            publish_sessions: 4,
         }
     }
 }
@@ -107,18 +118,37 @@ impl Session {
 /// Publishes to RabbitMQ with publisher confirms.
 pub struct RabbitTransport {
     config: RabbitConfig,
-    /// The publishing session; `None` until first use or after a failure,
-    /// so the next publish reconnects.
-    publisher: Mutex<Option<Session>>,
+    /// The publishing sessions; each `None` until first used or after a
+    /// failure, so that the next publish on it reconnects.
+    publishers: Vec<Mutex<Option<Session>>>,
+    /// Which busy session the next publish waits for, when all are busy.
+    next_publisher: AtomicUsize,
 }
 
 impl RabbitTransport {
     /// A transport; connects on first use.
     pub fn new(config: RabbitConfig) -> Self {
+        let publishers = (0..config.publish_sessions.max(1))
+            .map(|_| Mutex::new(None))
+            .collect();
         RabbitTransport {
             config,
-            publisher: Mutex::new(None),
+            publishers,
+            next_publisher: AtomicUsize::new(0),
         }
+    }
+
+    /// The first publishing session no other publish holds (so a relay
+    /// that publishes one batch at a time keeps a single connection), or,
+    /// when every one is busy, the next in turn once it is free.
+    async fn publisher(&self) -> MutexGuard<'_, Option<Session>> {
+        for publisher in &self.publishers {
+            if let Ok(guard) = publisher.try_lock() {
+                return guard;
+            }
+        }
+        let turn = self.next_publisher.fetch_add(1, Ordering::Relaxed);
+        self.publishers[turn % self.publishers.len()].lock().await
     }
 
     fn properties(&self, envelope: &Envelope) -> BasicProperties {
@@ -222,7 +252,7 @@ impl Transport for RabbitTransport {
             })
             .collect();
         if results.iter().any(Option::is_none) {
-            let mut guard = self.publisher.lock().await;
+            let mut guard = self.publisher().await;
             let outcome = match guard.as_mut() {
                 Some(session) => self.publish_on(session, batch, &mut results).await,
                 None => match Session::open(&self.config).await {
@@ -279,8 +309,10 @@ impl Transport for RabbitTransport {
     }
 
     async fn close(&self) -> Result<(), TransportError> {
-        if let Some(session) = self.publisher.lock().await.take() {
-            session.close().await;
+        for publisher in &self.publishers {
+            if let Some(session) = publisher.lock().await.take() {
+                session.close().await;
+            }
         }
         Ok(())
     }
@@ -323,8 +355,10 @@ impl Transport for RabbitTransport {
         // next publish declaring again costs one round trip, while
         // publishing to a queue that is gone is confirmed and dropped
         // (unroutable on the default exchange).
-        if let Some(publisher) = self.publisher.lock().await.as_mut() {
-            publisher.declared.remove(topic);
+        for publisher in &self.publishers {
+            if let Some(session) = publisher.lock().await.as_mut() {
+                session.declared.remove(topic);
+            }
         }
         match deleted {
             Ok(_) => Ok(()),
@@ -530,5 +564,29 @@ impl Subscriber for RabbitSubscriber {
         // Closing the channel returns every unacknowledged delivery.
         self.disconnect().await;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_publish_takes_a_session_no_other_publish_holds() {
+        let mut config = RabbitConfig::new("amqp://127.0.0.1:1/%2f");
+        config.publish_sessions = 2;
+        let transport = RabbitTransport::new(config);
+        let first = transport.publisher().await;
+        // With a single session this would wait for `first` forever.
+        let second = tokio::time::timeout(Duration::from_secs(5), transport.publisher())
+            .await
+            .expect("a second session was free");
+        assert!(!std::ptr::eq(&*first, &*second));
+        // Once free, the first session is the one taken again: a relay
+        // publishing one batch at a time keeps a single connection.
+        let first_address: *const Option<Session> = &*first;
+        drop(first);
+        let again = transport.publisher().await;
+        assert!(std::ptr::eq(&*again, first_address));
     }
 }
