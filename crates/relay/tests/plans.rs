@@ -20,22 +20,7 @@ async fn indexes_of(conn: &mut PgConnection, statement: &str, lane: &[&str]) -> 
     .fetch_one(&mut *conn)
     .await
     .unwrap();
-    fn walk(node: &Value, found: &mut Vec<String>) {
-        if let Some(index) = node.get("Index Name").and_then(Value::as_str) {
-            found.push(index.to_owned());
-        }
-        for child in node
-            .get("Plans")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            walk(child, found);
-        }
-    }
-    let mut found = Vec::new();
-    walk(&plan[0]["Plan"], &mut found);
-    found
+    jobwire_test_support::plan_indexes(&plan)
 }
 
 async fn insert_rows(conn: &mut PgConnection, topic: &str, rows: i32) {

@@ -9,7 +9,8 @@
 //! - [`brokers`]: broker addresses from the environment, a free loopback port;
 //! - [`outbox`]: write outbox rows, drain a subscriber, count the outbox;
 //! - [`proxy`]: a TCP proxy a test can switch off to take a broker away;
-//! - [`database`]: a database of its own for one test.
+//! - [`database`]: a database of its own for one test;
+//! - [`plans`]: the indexes a query plan scans.
 //!
 //! Everything is re-exported at the crate root.
 #![warn(missing_docs)]
@@ -18,6 +19,7 @@ pub mod brokers;
 pub mod database;
 pub mod jobs;
 pub mod outbox;
+pub mod plans;
 pub mod proxy;
 pub mod worker;
 
@@ -27,5 +29,6 @@ pub use jobs::{
     enqueue_ids, expire_lease, wait_for_all_finished, wait_for_job, wait_for_state, wake_ups_for,
 };
 pub use outbox::{drain_subscriber, outbox_len, write_outbox_rows};
+pub use plans::plan_indexes;
 pub use proxy::FlakyProxy;
 pub use worker::{fast_options, test_maintenance, test_worker_config};
