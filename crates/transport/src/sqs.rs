@@ -39,6 +39,8 @@ const CHUNKS_IN_FLIGHT: usize = 16;
 const SQS_MAX_ATTRIBUTES: usize = 10;
 /// Attribute carrying the message key on standard queues.
 const KEY_ATTRIBUTE: &str = "jobwire-key";
+/// SQS's longest long poll, in seconds.
+const SQS_MAX_WAIT_SECONDS: u64 = 20;
 
 /// Settings for [`SqsTransport`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -465,6 +467,18 @@ fn queue_missing(err: &impl ProvideErrorMetadata) -> bool {
     )
 }
 
+/// The `WaitTimeSeconds` of a receive that may wait `wait`. SQS long-polls
+/// in whole seconds, so a wait under a second is rounded *up*: rounded down
+/// it would be 0, a short poll that returns at once when the queue is
+/// empty, and the consumer would call ReceiveMessage in a tight loop (one
+/// billed request each on SQS; on an emulator, a core spent answering
+/// them). A long poll still returns as soon as a message arrives, so
+/// rounding up delays only the empty answer. A zero wait stays a short poll.
+fn long_poll_seconds(wait: Duration) -> i32 {
+    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    seconds.min(SQS_MAX_WAIT_SECONDS) as i32
+}
+
 struct SqsSubscriber {
     client: Client,
     topic: String,
@@ -555,7 +569,7 @@ impl Subscriber for SqsSubscriber {
             .receive_message()
             .queue_url(&self.url)
             .max_number_of_messages(max.clamp(1, SQS_BATCH) as i32)
-            .wait_time_seconds(wait.as_secs().min(20) as i32)
+            .wait_time_seconds(long_poll_seconds(wait))
             .visibility_timeout(self.visibility_timeout.as_secs().max(1) as i32)
             .message_attribute_names("All")
             .message_system_attribute_names(MessageSystemAttributeName::All)
@@ -619,5 +633,25 @@ impl Subscriber for SqsSubscriber {
     async fn close(&mut self) -> Result<(), TransportError> {
         let handles: Vec<String> = self.outstanding.iter().cloned().collect();
         self.make_visible(handles).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wait_under_a_second_long_polls_for_one_second() {
+        assert_eq!(long_poll_seconds(Duration::from_millis(200)), 1);
+        assert_eq!(long_poll_seconds(Duration::from_millis(500)), 1);
+        assert_eq!(long_poll_seconds(Duration::from_millis(1_500)), 2);
+    }
+
+    #[test]
+    fn whole_seconds_are_kept_up_to_the_sqs_limit() {
+        assert_eq!(long_poll_seconds(Duration::ZERO), 0);
+        assert_eq!(long_poll_seconds(Duration::from_secs(1)), 1);
+        assert_eq!(long_poll_seconds(Duration::from_secs(20)), 20);
+        assert_eq!(long_poll_seconds(Duration::from_secs(300)), 20);
     }
 }
