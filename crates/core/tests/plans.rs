@@ -1,7 +1,8 @@
 //! Plans that must not depend on fresh statistics: the wake-up claim looks
 //! its jobs up by primary key even when the table was last analyzed while
 //! empty and has since filled up (migration
-//! `20261201000011_claim_by_id_uses_the_key.sql`).
+//! `20261201000011_claim_by_id_uses_the_key.sql`), and enqueuing a new job
+//! reads no other job even through a plan made while the table was empty.
 
 use jobwire_core::{Dispatch, NewJob};
 use serde_json::{Value, json};
@@ -68,4 +69,68 @@ async fn the_wake_up_claim_uses_the_primary_key_with_stale_statistics(pool: PgPo
     .await
     .unwrap();
     assert_eq!(outcome.claimed.len(), named.len());
+}
+
+/// `EXPLAIN (ANALYZE, FORMAT JSON)` of the prepared `enqueue` statement for
+/// one new job without a dedup key; it inserts the job.
+async fn explain_enqueue_of_a_new_job(conn: &mut sqlx::PgConnection) -> Value {
+    sqlx::query_scalar(
+        "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE enqueue(
+            ARRAY[gen_random_uuid()], ARRAY['q'], ARRAY['work'], ARRAY[0]::smallint[],
+            ARRAY['{}']::jsonb[], ARRAY[3], ARRAY[NULL]::timestamptz[], ARRAY[0]::bigint[],
+            ARRAY[NULL]::text[], ARRAY[NULL]::text[], ARRAY[NULL]::text[], ARRAY[NULL]::text[])",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap()
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn enqueuing_a_new_job_reads_no_other_job_through_a_plan_made_on_an_empty_table(
+    pool: PgPool,
+) {
+    sqlx::query("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("ANALYZE jobs").execute(&pool).await.unwrap();
+    // A producer's connection keeps its prepared enqueue, and the plan it
+    // made while the table was empty, as the table fills (the driver
+    // prepares each statement once per connection; a generic plan is then
+    // kept until the statistics change).
+    let mut producer = pool.acquire().await.unwrap();
+    sqlx::raw_sql("SET plan_cache_mode = force_generic_plan")
+        .execute(&mut *producer)
+        .await
+        .unwrap();
+    let prepare = format!(
+        "PREPARE enqueue AS {}",
+        include_str!("../sql/enqueue_many.sql")
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(prepare))
+        .execute(&mut *producer)
+        .await
+        .unwrap();
+    explain_enqueue_of_a_new_job(&mut producer).await;
+    let backlog: Vec<NewJob> = (0..20_000)
+        .map(|i| NewJob::new("work", json!({ "i": i })).with_queue("q"))
+        .collect();
+    jobwire_test_support::enqueue_ids(&pool, &backlog)
+        .await
+        .unwrap();
+
+    let plan = explain_enqueue_of_a_new_job(&mut producer).await;
+    let scans = jobwire_test_support::executed_scans(&plan, "jobs");
+    assert!(
+        scans.is_empty(),
+        "enqueuing a new job read other jobs ({scans:?}): {plan:#}"
+    );
+    let queued: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs WHERE queue = 'q'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        queued, 20_002,
+        "both enqueues through the plan wrote their job"
+    );
 }

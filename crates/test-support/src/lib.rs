@@ -10,7 +10,7 @@
 //! - [`outbox`]: write outbox rows, drain a subscriber, count the outbox;
 //! - [`proxy`]: a TCP proxy a test can switch off to take a broker away;
 //! - [`database`]: a database of its own for one test;
-//! - [`plans`]: the indexes a query plan scans.
+//! - [`plans`]: the indexes a query plan scans, and the scans that ran.
 //!
 //! Everything is re-exported at the crate root.
 #![warn(missing_docs)]
@@ -29,6 +29,6 @@ pub use jobs::{
     enqueue_ids, expire_lease, wait_for_all_finished, wait_for_job, wait_for_state, wake_ups_for,
 };
 pub use outbox::{drain_subscriber, outbox_len, write_outbox_rows};
-pub use plans::plan_indexes;
+pub use plans::{executed_scans, plan_indexes};
 pub use proxy::FlakyProxy;
 pub use worker::{fast_options, test_maintenance, test_worker_config};
