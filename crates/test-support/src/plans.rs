@@ -1,58 +1,49 @@
-//! Reading query plans: which indexes a statement's plan scans, for tests
-//! that pin a plan down whatever the statistics say.
+//! Reading query plans: which indexes a statement's plan scans, and which
+//! scans ran, for tests that pin a plan down whatever the statistics say.
 
 use serde_json::Value;
 
-/// Every index named anywhere in a plan from `EXPLAIN (FORMAT JSON)` (the
-/// whole answer: an array holding one object with a `Plan`).
-pub fn plan_indexes(explained: &Value) -> Vec<String> {
-    fn walk(node: &Value, found: &mut Vec<String>) {
-        if let Some(index) = node.get("Index Name").and_then(Value::as_str) {
-            found.push(index.to_owned());
-        }
-        for child in node
-            .get("Plans")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            walk(child, found);
-        }
+/// Every node of a plan from `EXPLAIN (FORMAT JSON)` (the whole answer: an
+/// array holding one object with a `Plan`).
+fn plan_nodes(explained: &Value) -> Vec<&Value> {
+    let mut nodes = Vec::new();
+    let mut pending = vec![&explained[0]["Plan"]];
+    while let Some(node) = pending.pop() {
+        nodes.push(node);
+        pending.extend(
+            node.get("Plans")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten(),
+        );
     }
-    let mut found = Vec::new();
-    walk(&explained[0]["Plan"], &mut found);
-    found
+    nodes
+}
+
+/// Every index named anywhere in a plan from `EXPLAIN (FORMAT JSON)`.
+pub fn plan_indexes(explained: &Value) -> Vec<String> {
+    plan_nodes(explained)
+        .into_iter()
+        .filter_map(|node| node.get("Index Name").and_then(Value::as_str))
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The scans of `relation` that ran in a plan from `EXPLAIN (ANALYZE,
 /// FORMAT JSON)`, by node type ("Seq Scan", "Index Scan" …); a scan the
 /// executor never reached (a one-time filter was false) is left out.
 pub fn executed_scans(explained: &Value, relation: &str) -> Vec<String> {
-    fn walk(node: &Value, relation: &str, found: &mut Vec<String>) {
-        let node_type = node.get("Node Type").and_then(Value::as_str);
-        let scans_relation = node.get("Relation Name").and_then(Value::as_str) == Some(relation);
-        let ran = node
-            .get("Actual Loops")
-            .and_then(Value::as_u64)
-            .unwrap_or(0)
-            > 0;
-        if let Some(node_type) = node_type
-            && scans_relation
-            && ran
-            && node_type.ends_with("Scan")
-        {
-            found.push(node_type.to_owned());
-        }
-        for child in node
-            .get("Plans")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            walk(child, relation, found);
-        }
-    }
-    let mut found = Vec::new();
-    walk(&explained[0]["Plan"], relation, &mut found);
-    found
+    plan_nodes(explained)
+        .into_iter()
+        .filter(|node| node.get("Relation Name").and_then(Value::as_str) == Some(relation))
+        .filter(|node| {
+            node.get("Actual Loops")
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+                > 0
+        })
+        .filter_map(|node| node.get("Node Type").and_then(Value::as_str))
+        .filter(|node_type| node_type.ends_with("Scan"))
+        .map(str::to_owned)
+        .collect()
 }
