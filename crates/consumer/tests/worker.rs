@@ -175,8 +175,24 @@ async fn a_poison_job_dead_letters_without_delaying_other_jobs(pool: PgPool) {
         .await
         .unwrap();
     // One slot: the poison job cannot hog it, because a failed attempt waits
-    // in RETRY_WAIT, not in a worker.
-    let worker = RunningWorker::start(&pool, builtin_registry(), test_worker_config("work", 1));
+    // in RETRY_WAIT, not in a worker. Its two retry waits (a second each)
+    // leave the 50 no-op jobs far more time than they need even on a loaded
+    // machine; the tests' usual 100 ms backoff did not (the poison job's
+    // retries came due first, and it dead-lettered before the last of them).
+    let mut registry = HandlerRegistry::new();
+    let one_second = jobwire_core::Backoff {
+        base: Duration::from_secs(1),
+        max: Duration::from_secs(1),
+        jitter_ratio: 0.1,
+    };
+    jobwire_consumer::builtin::register_builtin_handlers(
+        &mut registry,
+        HandlerOptions {
+            backoff: one_second,
+            ..fast_options()
+        },
+    );
+    let worker = RunningWorker::start(&pool, registry, test_worker_config("work", 1));
     let status = wait_for_state(&pool, poison, JobState::Failed, WAIT)
         .await
         .unwrap();
