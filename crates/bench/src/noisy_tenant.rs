@@ -7,9 +7,11 @@ use anyhow::Result;
 use jobwire_core::NewJob;
 use serde::Serialize;
 use sqlx::PgPool;
+use uuid::Uuid;
 
 use crate::harness::{Runs, clean_up, fresh_queue, run_pool, start, wait_for_queue};
-use crate::workloads::{arrivals_of, enqueue_backlog};
+use crate::quantile::percentile;
+use crate::workloads::{Arrivals, arrivals_of, enqueue_backlog, millis};
 use crate::{BenchConfig, PathUnderTest};
 
 /// The quiet tenants, each arriving at `BenchConfig::quiet_tenant_rate`.
@@ -26,11 +28,12 @@ pub struct NoisyTenant {
     pub noisy_jobs: usize,
     /// Jobs of the quiet tenants, arriving while it drains.
     pub quiet_jobs: i64,
-    /// Quiet tenants' enqueue -> start, median, ms.
+    /// Quiet tenants' arrival (the tick each was due) -> handler start,
+    /// median, ms.
     pub quiet_start_p50_ms: f64,
-    /// Quiet tenants' enqueue -> start, 95th percentile, ms.
+    /// The same, 95th percentile, ms.
     pub quiet_start_p95_ms: f64,
-    /// Quiet tenants' enqueue -> start, 99th percentile, ms.
+    /// The same, 99th percentile, ms.
     pub quiet_start_p99_ms: f64,
     /// The noisy tenant's jobs per second, first start to last finish.
     pub noisy_drain_per_second: f64,
@@ -50,10 +53,6 @@ pub struct NoisyTenant {
 
 #[derive(sqlx::FromRow)]
 struct Measured {
-    quiet_jobs: i64,
-    quiet_start_p50_ms: f64,
-    quiet_start_p95_ms: f64,
-    quiet_start_p99_ms: f64,
     noisy_drain_per_second: f64,
     lost_or_repeated: i64,
 }
@@ -125,7 +124,7 @@ pub async fn noisy_tenant(
     wait_for_queue(
         pool,
         &queue,
-        config.noisy_jobs + quiet,
+        config.noisy_jobs + quiet.len(),
         config,
         format!("{} noisy tenant", path.name),
     )
@@ -133,14 +132,7 @@ pub async fn noisy_tenant(
     running.stop().await?;
     work.close().await;
     let measured: Measured = sqlx::query_as(
-        "WITH quiet AS (
-            SELECT extract(epoch FROM heartbeat_at - created_at) * 1000 AS start_ms
-            FROM jobs WHERE queue = $1 AND tenant <> $2 AND state = 'SUCCEEDED')
-         SELECT (SELECT count(*) FROM quiet) AS quiet_jobs,
-                coalesce((SELECT percentile_cont(0.50) WITHIN GROUP (ORDER BY start_ms) FROM quiet), 0)::float8 AS quiet_start_p50_ms,
-                coalesce((SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY start_ms) FROM quiet), 0)::float8 AS quiet_start_p95_ms,
-                coalesce((SELECT percentile_cont(0.99) WITHIN GROUP (ORDER BY start_ms) FROM quiet), 0)::float8 AS quiet_start_p99_ms,
-                coalesce((SELECT count(*) / nullif(extract(epoch FROM max(finished_at) - min(heartbeat_at)), 0)
+        "SELECT coalesce((SELECT count(*) / nullif(extract(epoch FROM max(finished_at) - min(heartbeat_at)), 0)
                           FROM jobs WHERE queue = $1 AND tenant = $2), 0)::float8 AS noisy_drain_per_second,
                 (SELECT count(*) FROM jobs
                  WHERE queue = $1 AND NOT (state = 'SUCCEEDED' AND attempt_count = 1)) AS lost_or_repeated",
@@ -153,15 +145,16 @@ pub async fn noisy_tenant(
         Some(cap) => Some(slot_handover(pool, &queue, cap).await?),
         None => None,
     };
+    let mut quiet_starts = quiet_starts(pool, &queue, &quiet, &runs).await?;
     let repeated = runs.repeated();
     clean_up(pool, &[&queue], config).await?;
     Ok(NoisyTenant {
         tenant_cap,
         noisy_jobs: config.noisy_jobs,
-        quiet_jobs: measured.quiet_jobs,
-        quiet_start_p50_ms: measured.quiet_start_p50_ms,
-        quiet_start_p95_ms: measured.quiet_start_p95_ms,
-        quiet_start_p99_ms: measured.quiet_start_p99_ms,
+        quiet_jobs: quiet_starts.len() as i64,
+        quiet_start_p50_ms: percentile(&mut quiet_starts, 0.50),
+        quiet_start_p95_ms: percentile(&mut quiet_starts, 0.95),
+        quiet_start_p99_ms: percentile(&mut quiet_starts, 0.99),
         noisy_drain_per_second: measured.noisy_drain_per_second,
         noisy_left_at_end,
         slot_handover_p50_ms: handover.as_ref().and_then(|h| h.p50),
@@ -172,14 +165,35 @@ pub async fn noisy_tenant(
 }
 
 /// The quiet tenants' jobs, one per tick in turn, open loop, for
-/// `rate_duration`. Returns how many were enqueued.
-async fn quiet_arrivals(pool: &PgPool, queue: &str, config: &BenchConfig) -> Result<usize> {
+/// `rate_duration`.
+async fn quiet_arrivals(pool: &PgPool, queue: &str, config: &BenchConfig) -> Result<Arrivals> {
     let rate = config.quiet_tenant_rate.max(1) * QUIET_TENANTS.len() as u32;
-    let committed = arrivals_of(pool, rate, config.rate_duration, |i| {
+    arrivals_of(pool, rate, config.rate_duration, |i| {
         NewJob::new("bench_noop", serde_json::json!({ "i": i }))
             .with_queue(queue)
             .with_tenant(QUIET_TENANTS[i % QUIET_TENANTS.len()])
     })
+    .await
+}
+
+/// Each quiet job's arrival (the tick it was due) -> its handler's start,
+/// ms, over the quiet jobs that succeeded.
+async fn quiet_starts(
+    pool: &PgPool,
+    queue: &str,
+    quiet: &Arrivals,
+    runs: &Runs,
+) -> Result<Vec<f64>> {
+    let succeeded: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT job_id FROM jobs WHERE queue = $1 AND tenant <> $2 AND state = 'SUCCEEDED'",
+    )
+    .bind(queue)
+    .bind(NOISY)
+    .fetch_all(pool)
     .await?;
-    Ok(committed.len())
+    let starts = runs.first_starts();
+    Ok(succeeded
+        .iter()
+        .filter_map(|job| Some(millis(quiet.get(job)?.due, *starts.get(job)?)))
+        .collect())
 }

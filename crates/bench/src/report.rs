@@ -98,7 +98,7 @@ pub fn table(environment: &Environment, reports: &[PathReport]) -> String {
         );
     }
     out.push_str(
-        "\nlatency in ms from the database's own timestamps: enqueue -> start and enqueue -> finish at a steady rate; urgent = enqueue -> start of urgent jobs on their own queue while a bulk backlog drains (bulk = the backlog queued first; bulk left = bulk jobs still unfinished when the urgent stream ended)\n",
+        "\nlatency in ms of open-loop streams, from when each job was due to arrive (its tick; a producer that falls behind counts): arrival -> handler start and arrival -> finished_at at a steady rate; urgent = arrival -> handler start of urgent jobs on their own queue while a bulk backlog drains (bulk = the backlog queued first; bulk left = bulk jobs still unfinished when the urgent stream ended)\n",
     );
     urgent_stages(&mut out, reports);
     noisy_tenant_runs(&mut out, reports);
@@ -197,7 +197,7 @@ fn urgent_stages(out: &mut String, reports: &[PathReport]) {
         }
     }
     out.push_str(
-        "\nurgent stages = where the urgent jobs' enqueue -> handler start went: enqueue and claim start from the database's timestamps (created_at, the claim's heartbeat_at), committed when the producer's commit returned, the relay's publish call, the broker's confirm and the delivery as the transport saw them, the handler's own start; each over the jobs with both ends seen; the parts' percentiles do not add up to the whole's\n",
+        "\nurgent stages = where the urgent jobs' time went: arrives when the stream's tick was due, enqueue and claim start from the database's timestamps (created_at, the claim's heartbeat_at), committed when the producer's commit returned, the relay's publish call, the broker's confirm and the delivery as the transport saw them, the handler's own start; each over the jobs with both ends seen; the parts' percentiles do not add up to the whole's\n",
     );
 }
 
@@ -248,7 +248,7 @@ fn noisy_tenant_runs(out: &mut String, reports: &[PathReport]) {
         }
     }
     out.push_str(
-        "\nnoisy = one tenant's backlog enqueued at once; quiet = ten other tenants arriving at a steady rate while it drains, their enqueue -> start in ms; noisy/s = the backlog's jobs per second; cap = the queue's running-jobs cap per tenant; slot = with a cap, how long a slot the noisy tenant freed stayed empty before its next job started (its completion's timestamp -> the next claim, ms)\n",
+        "\nnoisy = one tenant's backlog enqueued at once; quiet = ten other tenants arriving at a steady rate while it drains, their arrival (the tick each was due) -> handler start in ms; noisy/s = the backlog's jobs per second; cap = the queue's running-jobs cap per tenant; slot = with a cap, how long a slot the noisy tenant freed stayed empty before its next job started (its completion's timestamp -> the next claim, ms)\n",
     );
 }
 

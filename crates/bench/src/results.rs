@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use crate::quantile::percentile;
 use crate::{CommitRate, NoisyTenant, OutboxLag, RelayRun};
 
 /// PostgreSQL's own counters before and after a run.
@@ -31,36 +32,55 @@ pub struct RunResult {
     pub lost_or_repeated: usize,
 }
 
-/// Latency percentiles in milliseconds, from the database's timestamps:
-/// `created_at` (enqueue), the claim (`heartbeat_at` of a job that finished
-/// before its first heartbeat) and `finished_at`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, sqlx::FromRow)]
+/// Latency percentiles of an open-loop stream, in milliseconds, measured
+/// from when each job was **due to arrive** (its tick in the stream), not
+/// from its `created_at`: a producer that falls behind the rate delays the
+/// job as surely as a slow worker does, and counting from the insert would
+/// hide that backlog in the producers. "Start" is the handler's own start
+/// (not the claim), "finish" the job's `finished_at`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Latency {
     /// Jobs measured.
     pub jobs: i64,
-    /// Enqueue to start, median.
+    /// Arrival to handler start, median.
     pub start_p50_ms: f64,
-    /// Enqueue to start, 95th percentile.
+    /// Arrival to handler start, 95th percentile.
     pub start_p95_ms: f64,
-    /// Enqueue to start, 99th percentile.
+    /// Arrival to handler start, 99th percentile.
     pub start_p99_ms: f64,
-    /// Enqueue to start, worst.
+    /// Arrival to handler start, worst.
     pub start_max_ms: f64,
-    /// Enqueue to finish, median.
+    /// Arrival to finish, median.
     pub finish_p50_ms: f64,
-    /// Enqueue to finish, 95th percentile.
+    /// Arrival to finish, 95th percentile.
     pub finish_p95_ms: f64,
-    /// Enqueue to finish, 99th percentile.
+    /// Arrival to finish, 99th percentile.
     pub finish_p99_ms: f64,
-    /// Enqueue to finish, worst.
+    /// Arrival to finish, worst.
     pub finish_max_ms: f64,
     /// Urgent-under-burst only: bulk jobs queued before the urgent stream.
-    #[sqlx(default)]
     pub bulk_jobs: i64,
     /// Urgent-under-burst only: bulk jobs still unfinished when the last
     /// urgent job finished (0 would mean the backlog was gone too soon).
-    #[sqlx(default)]
     pub bulk_left_at_end: i64,
+}
+
+impl Latency {
+    /// The percentiles of jobs' start and finish latencies (ms), one pair per job.
+    pub(crate) fn of(mut starts: Vec<f64>, mut finishes: Vec<f64>) -> Latency {
+        Latency {
+            jobs: starts.len() as i64,
+            start_p50_ms: percentile(&mut starts, 0.50),
+            start_p95_ms: percentile(&mut starts, 0.95),
+            start_p99_ms: percentile(&mut starts, 0.99),
+            start_max_ms: percentile(&mut starts, 1.0),
+            finish_p50_ms: percentile(&mut finishes, 0.50),
+            finish_p95_ms: percentile(&mut finishes, 0.95),
+            finish_p99_ms: percentile(&mut finishes, 0.99),
+            finish_max_ms: percentile(&mut finishes, 1.0),
+            ..Latency::default()
+        }
+    }
 }
 
 /// One stage of the urgent jobs' enqueue → handler start, in ms over the

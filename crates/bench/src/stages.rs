@@ -1,7 +1,8 @@
-//! Where the urgent jobs' time went: enqueue → handler start split into
-//! stages, from the database's timestamps (`created_at`, the claim's
-//! `heartbeat_at`), the transport's stamps on a broker path
-//! ([`StageClock`]) and the handler's own start.
+//! Where the urgent jobs' time went: arrival → handler start split into
+//! stages, from the stream's own ticks (when each job was due), the
+//! database's timestamps (`created_at`, the claim's `heartbeat_at`), the
+//! transport's stamps on a broker path ([`StageClock`]) and the handler's
+//! own start.
 
 use anyhow::Result;
 use chrono::{DateTime, Utc};
@@ -12,11 +13,12 @@ use crate::StageLatency;
 use crate::harness::Runs;
 use crate::quantile::percentile;
 use crate::stage_clock::{StageClock, WakeUpStamps};
-use crate::workloads::Committed;
+use crate::workloads::{Arrivals, millis};
 
 /// Every instant known of one job, in the order the job passes them.
 #[derive(Debug, Clone, Copy, Default)]
 struct Instants {
+    due: Option<DateTime<Utc>>,
     enqueued: Option<DateTime<Utc>>,
     committed: Option<DateTime<Utc>>,
     published: Option<DateTime<Utc>>,
@@ -31,7 +33,8 @@ type Point = fn(&Instants) -> Option<DateTime<Utc>>;
 /// The stages of a broker path, from one point to the next; the last row is
 /// the whole, to set beside the sum of the parts.
 #[rustfmt::skip]
-const BROKER_STAGES: [(&str, Point, Point); 7] = [
+const BROKER_STAGES: [(&str, Point, Point); 8] = [
+    ("arrives -> enqueue",             |t| t.due,       |t| t.enqueued),
     ("enqueue -> committed",           |t| t.enqueued,  |t| t.committed),
     ("committed -> relay publishes",   |t| t.committed, |t| t.published),
     ("relay publishes -> confirmed",   |t| t.published, |t| t.confirmed),
@@ -43,20 +46,21 @@ const BROKER_STAGES: [(&str, Point, Point); 7] = [
 
 /// The PostgreSQL path's stages: no relay, no broker.
 #[rustfmt::skip]
-const POSTGRES_STAGES: [(&str, Point, Point); 4] = [
+const POSTGRES_STAGES: [(&str, Point, Point); 5] = [
+    ("arrives -> enqueue",             |t| t.due,       |t| t.enqueued),
     ("enqueue -> committed",           |t| t.enqueued,  |t| t.committed),
     ("committed -> claim starts",      |t| t.committed, |t| t.claimed),
     ("claim starts -> handler starts", |t| t.claimed,   |t| t.started),
     ("enqueue -> handler starts",      |t| t.enqueued,  |t| t.started),
 ];
 
-/// The stages of `queue`'s finished jobs. `committed` is when each job's
-/// producer saw its commit; `clock` is the broker path's (none on the
-/// PostgreSQL path).
+/// The stages of `queue`'s finished jobs. `arrivals` has when each job was
+/// due and when its producer saw its commit; `clock` is the broker path's
+/// (none on the PostgreSQL path).
 pub(crate) async fn stages(
     pool: &PgPool,
     queue: &str,
-    committed: &Committed,
+    arrivals: &Arrivals,
     runs: &Runs,
     clock: Option<&StageClock>,
 ) -> Result<Vec<StageLatency>> {
@@ -76,9 +80,11 @@ pub(crate) async fn stages(
                 confirmed,
                 delivered,
             } = wake_ups.get(&job).copied().unwrap_or_default();
+            let arrival = arrivals.get(&job);
             Instants {
+                due: arrival.map(|a| a.due),
                 enqueued: Some(enqueued),
-                committed: committed.get(&job).copied(),
+                committed: arrival.map(|a| a.committed),
                 published,
                 confirmed,
                 delivered,
@@ -114,12 +120,6 @@ fn measure(jobs: &[Instants], table: &[(&str, Point, Point)]) -> Vec<StageLatenc
         .collect()
 }
 
-/// `to - from` in milliseconds; negative when `to` came first (a broker may
-/// deliver a message before its publisher hears the confirm).
-fn millis(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
-    (to - from).num_microseconds().unwrap_or(i64::MAX) as f64 / 1000.0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,6 +130,7 @@ mod tests {
         let t0 = Utc::now();
         let at = |ms: i64| Some(t0 + Duration::milliseconds(ms));
         let whole = Instants {
+            due: at(-2),
             enqueued: at(0),
             committed: at(1),
             published: at(2),
@@ -153,6 +154,7 @@ mod tests {
         assert_eq!(
             got,
             [
+                ("arrives -> enqueue", 2, 2.0),
                 ("enqueue -> committed", 2, 1.0),
                 ("committed -> relay publishes", 2, 1.0),
                 ("relay publishes -> confirmed", 2, 3.0),
@@ -163,6 +165,6 @@ mod tests {
                 ("enqueue -> handler starts", 2, 11.0),
             ]
         );
-        assert_eq!(stages[6].p95_ms, 31.0);
+        assert_eq!(stages[7].p95_ms, 31.0);
     }
 }

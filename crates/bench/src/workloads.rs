@@ -1,4 +1,6 @@
 //! The measured workloads: drain, end to end, latency at a steady rate, urgent under burst.
+//!
+//! Latencies of the open-loop streams run from each job's due arrival; see [`Latency`].
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -116,26 +118,27 @@ pub async fn end_to_end(
     measurement.finish(pool, path, config, label).await
 }
 
-async fn latency(pool: &PgPool, queue: &str) -> Result<Latency> {
-    Ok(sqlx::query_as(
-        "WITH t AS (
-            SELECT extract(epoch FROM heartbeat_at - created_at) * 1000 AS start_ms,
-                   extract(epoch FROM finished_at - created_at) * 1000 AS finish_ms
-            FROM jobs WHERE queue = $1 AND state = 'SUCCEEDED')
-         SELECT count(*) AS jobs,
-                coalesce(percentile_cont(0.50) WITHIN GROUP (ORDER BY start_ms), 0)::float8 AS start_p50_ms,
-                coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY start_ms), 0)::float8 AS start_p95_ms,
-                coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY start_ms), 0)::float8 AS start_p99_ms,
-                coalesce(max(start_ms), 0)::float8 AS start_max_ms,
-                coalesce(percentile_cont(0.50) WITHIN GROUP (ORDER BY finish_ms), 0)::float8 AS finish_p50_ms,
-                coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY finish_ms), 0)::float8 AS finish_p95_ms,
-                coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY finish_ms), 0)::float8 AS finish_p99_ms,
-                coalesce(max(finish_ms), 0)::float8 AS finish_max_ms
-         FROM t",
+/// The latency of `queue`'s finished jobs of an open-loop stream, from when
+/// each was due ([`Arrival::due`]) to its handler's first start and to its
+/// `finished_at`. A job the handler never ran is left out (and counted by
+/// the run's lost-or-repeated check).
+async fn latency(pool: &PgPool, queue: &str, arrivals: &Arrivals, runs: &Runs) -> Result<Latency> {
+    let finished: Vec<(Uuid, DateTime<Utc>)> = sqlx::query_as(
+        "SELECT job_id, finished_at FROM jobs WHERE queue = $1 AND state = 'SUCCEEDED'",
     )
     .bind(queue)
-    .fetch_one(pool)
-    .await?)
+    .fetch_all(pool)
+    .await?;
+    let starts = runs.first_starts();
+    let (starts, finishes): (Vec<f64>, Vec<f64>) = finished
+        .into_iter()
+        .filter_map(|(job, finished)| {
+            let due = arrivals.get(&job)?.due;
+            let started = *starts.get(&job)?;
+            Some((millis(due, started), millis(due, finished)))
+        })
+        .unzip();
+    Ok(Latency::of(starts, finishes))
 }
 
 /// Enqueue one no-op job on `queue` per tick at `rate` for `duration`.
@@ -145,44 +148,72 @@ async fn arrivals(
     rate: u32,
     duration: Duration,
     config: &BenchConfig,
-) -> Result<Committed> {
+) -> Result<Arrivals> {
     arrivals_of(pool, rate, duration, |i| {
         NewJob::new("bench_noop", payload(config, i)).with_queue(queue)
     })
     .await
 }
 
-/// When each enqueued job's transaction had committed, as its producer saw
-/// it (wall clock, right after the commit returned).
-pub(crate) type Committed = HashMap<Uuid, DateTime<Utc>>;
+/// One job of an open-loop stream, on the wall clock.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Arrival {
+    /// When the stream meant it to arrive: its tick, `i / rate` after the
+    /// stream began, whether or not its producer kept up.
+    pub(crate) due: DateTime<Utc>,
+    /// When its transaction had committed, as its producer saw it (right
+    /// after the commit returned).
+    pub(crate) committed: DateTime<Utc>,
+}
+
+/// The jobs of an open-loop stream, by id.
+pub(crate) type Arrivals = HashMap<Uuid, Arrival>;
 
 /// Enqueue `job(i)` one per tick at `rate` for `duration`, each in a
 /// transaction of its own (open loop: a slow enqueue does not delay the
-/// next one). Returns the jobs enqueued, with when each committed.
+/// next one). Returns the jobs enqueued, with when each was due and when it
+/// committed.
 pub(crate) async fn arrivals_of(
     pool: &PgPool,
     rate: u32,
     duration: Duration,
     job: impl Fn(usize) -> NewJob,
-) -> Result<Committed> {
-    let mut ticker = tokio::time::interval(Duration::from_secs(1) / rate.max(1));
+) -> Result<Arrivals> {
+    let period = Duration::from_secs(1) / rate.max(1);
+    // The interval's first tick is at once, the i-th `i * period` later.
+    let began = Utc::now();
+    let mut ticker = tokio::time::interval(period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let total = (rate as u64 * duration.as_millis() as u64 / 1000) as usize;
     let mut enqueues = tokio::task::JoinSet::new();
     for i in 0..total {
         ticker.tick().await;
+        let due = began + due_after(period, i);
         let (pool, job) = (pool.clone(), job(i));
         enqueues.spawn(async move {
             let enqueued = jobwire_core::enqueue(&pool, &job).await?;
-            anyhow::Ok((enqueued.job_id, Utc::now()))
+            let committed = Utc::now();
+            anyhow::Ok((enqueued.job_id, Arrival { due, committed }))
         });
     }
-    let mut committed = Committed::with_capacity(total);
+    let mut arrivals = Arrivals::with_capacity(total);
     while let Some(done) = enqueues.join_next().await {
-        let (job, at) = done??;
-        committed.insert(job, at);
+        let (job, arrival) = done??;
+        arrivals.insert(job, arrival);
     }
-    Ok(committed)
+    Ok(arrivals)
+}
+
+/// How long after the stream began its `i`-th job is due.
+fn due_after(period: Duration, i: usize) -> chrono::TimeDelta {
+    let nanos = period.as_nanos().saturating_mul(i as u128);
+    chrono::TimeDelta::nanoseconds(i64::try_from(nanos).unwrap_or(i64::MAX))
+}
+
+/// `to - from` in milliseconds; negative when `to` came first (a broker may
+/// deliver a message before its publisher hears the confirm).
+pub(crate) fn millis(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
+    (to - from).num_microseconds().unwrap_or(i64::MAX) as f64 / 1000.0
 }
 
 /// Latency at a steady arrival rate.
@@ -197,9 +228,8 @@ pub async fn steady_rate(
     let running = start(&work, path, &queue, config, &runs);
     // Let the worker (and a broker consumer's group) settle before the clock runs.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let total = arrivals(&work, &queue, path.rate, config.rate_duration, config)
-        .await?
-        .len();
+    let arrived = arrivals(&work, &queue, path.rate, config.rate_duration, config).await?;
+    let total = arrived.len();
     wait_for_queue(
         pool,
         &queue,
@@ -210,7 +240,7 @@ pub async fn steady_rate(
     .await?;
     running.stop().await?;
     work.close().await;
-    let latency = latency(pool, &queue).await?;
+    let latency = latency(pool, &queue, &arrived, &runs).await?;
     clean_up(pool, &[&queue], config).await?;
     Ok(latency)
 }
@@ -258,7 +288,7 @@ pub async fn urgent_under_burst(
         config,
         &runs,
     );
-    let committed = arrivals(
+    let arrived = arrivals(
         &work,
         &urgent,
         config.urgent_rate,
@@ -266,7 +296,7 @@ pub async fn urgent_under_burst(
         config,
     )
     .await?;
-    let total = committed.len();
+    let total = arrived.len();
     wait_for_queue(
         pool,
         &urgent,
@@ -289,10 +319,32 @@ pub async fn urgent_under_burst(
     .await?;
     running.stop().await?;
     work.close().await;
-    let mut latency = latency(pool, &urgent).await?;
+    let mut latency = latency(pool, &urgent, &arrived, &runs).await?;
     latency.bulk_jobs = path.burst_jobs as i64;
     latency.bulk_left_at_end = bulk_left;
-    let stages = stages(pool, &urgent, &committed, &runs, clock.as_deref()).await?;
+    let stages = stages(pool, &urgent, &arrived, &runs, clock.as_deref()).await?;
     clean_up(pool, &[&bulk, &urgent], config).await?;
     Ok((latency, stages))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ith_job_of_a_stream_is_due_i_periods_after_it_began() {
+        let period = Duration::from_secs(1) / 1000;
+        assert_eq!(due_after(period, 0), chrono::TimeDelta::zero());
+        assert_eq!(due_after(period, 1), chrono::TimeDelta::milliseconds(1));
+        assert_eq!(
+            due_after(period, 1500),
+            chrono::TimeDelta::milliseconds(1500)
+        );
+        // 333,333 ns a tick at 3,000/s: no rounding drift over a long stream.
+        let period = Duration::from_secs(1) / 3000;
+        assert_eq!(
+            due_after(period, 30_000),
+            chrono::TimeDelta::nanoseconds(9_999_990_000)
+        );
+    }
 }

@@ -135,6 +135,7 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
             .collect();
         let expected: &[&str] = if broker {
             &[
+                "arrives -> enqueue",
                 "enqueue -> committed",
                 "committed -> relay publishes",
                 "relay publishes -> confirmed",
@@ -145,6 +146,7 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
             ]
         } else {
             &[
+                "arrives -> enqueue",
                 "enqueue -> committed",
                 "committed -> claim starts",
                 "claim starts -> handler starts",
