@@ -2,7 +2,9 @@
 //! its jobs up by primary key even when the table was last analyzed while
 //! empty and has since filled up (migration
 //! `20261201000011_claim_by_id_uses_the_key.sql`), and enqueuing a new job
-//! reads no other job even through a plan made while the table was empty.
+//! reads no other job even through a plan made while the table was empty
+//! (the enqueue keeps one generic plan per session, migration
+//! `20261202000001_enqueue_planned_once.sql`).
 
 use jobwire_core::{Dispatch, NewJob};
 use serde_json::{Value, json};
@@ -71,6 +73,26 @@ async fn the_wake_up_claim_uses_the_primary_key_with_stale_statistics(pool: PgPo
     assert_eq!(outcome.claimed.len(), named.len());
 }
 
+/// The statement the enqueue runs: the body of `jobwire_enqueue_rows`, as
+/// installed, which refers to the function's arrays as `$1` ... `$12` and
+/// so prepares on its own. The function plans it with
+/// `plan_cache_mode = force_generic_plan`, as the test's session does.
+async fn enqueue_statement(pool: &PgPool) -> String {
+    let body: String =
+        sqlx::query_scalar("SELECT prosrc FROM pg_proc WHERE proname = 'jobwire_enqueue_rows'")
+            .fetch_one(pool)
+            .await
+            .unwrap();
+    let start = body
+        .find("RETURN QUERY")
+        .expect("the function returns a query")
+        + "RETURN QUERY".len();
+    let end = body.rfind("END;").expect("the function body ends");
+    let statement = body[start..end].trim().trim_end_matches(';');
+    assert!(statement.starts_with("WITH payload_limit"), "{statement}");
+    statement.to_owned()
+}
+
 /// `EXPLAIN (ANALYZE, FORMAT JSON)` of the prepared `enqueue` statement for
 /// one new job without a dedup key; it inserts the job.
 async fn explain_enqueue_of_a_new_job(conn: &mut sqlx::PgConnection) -> Value {
@@ -103,10 +125,7 @@ async fn enqueuing_a_new_job_reads_no_other_job_through_a_plan_made_on_an_empty_
         .execute(&mut *producer)
         .await
         .unwrap();
-    let prepare = format!(
-        "PREPARE enqueue AS {}",
-        include_str!("../sql/enqueue_many.sql")
-    );
+    let prepare = format!("PREPARE enqueue AS {}", enqueue_statement(&pool).await);
     sqlx::raw_sql(sqlx::AssertSqlSafe(prepare))
         .execute(&mut *producer)
         .await
