@@ -4,7 +4,8 @@
 //! `20261201000011_claim_by_id_uses_the_key.sql`), and enqueuing a new job
 //! reads no other job even through a plan made while the table was empty
 //! (the enqueue keeps one generic plan per session, migration
-//! `20261202000001_enqueue_planned_once.sql`).
+//! `20261202000001_enqueue_planned_once.sql`), and a capped claim scans no
+//! whole table (`20261202000002_capped_claim_probes_the_index.sql`).
 
 use jobwire_core::{Dispatch, NewJob};
 use serde_json::{Value, json};
@@ -73,23 +74,23 @@ async fn the_wake_up_claim_uses_the_primary_key_with_stale_statistics(pool: PgPo
     assert_eq!(outcome.claimed.len(), named.len());
 }
 
-/// The statement the enqueue runs: the body of `jobwire_enqueue_rows`, as
-/// installed, which refers to the function's arrays as `$1` ... `$12` and
-/// so prepares on its own. The function plans it with
-/// `plan_cache_mode = force_generic_plan`, as the test's session does.
-async fn enqueue_statement(pool: &PgPool) -> String {
-    let body: String =
-        sqlx::query_scalar("SELECT prosrc FROM pg_proc WHERE proname = 'jobwire_enqueue_rows'")
-            .fetch_one(pool)
-            .await
-            .unwrap();
+/// The statement a planned-once function runs: its body, as installed,
+/// which refers to the function's arguments as `$1`, `$2` … and so
+/// prepares on its own. The functions plan it with `plan_cache_mode =
+/// force_generic_plan`.
+async fn function_statement(pool: &PgPool, function: &str) -> String {
+    let body: String = sqlx::query_scalar("SELECT prosrc FROM pg_proc WHERE proname = $1")
+        .bind(function)
+        .fetch_one(pool)
+        .await
+        .unwrap();
     let start = body
         .find("RETURN QUERY")
         .expect("the function returns a query")
         + "RETURN QUERY".len();
     let end = body.rfind("END;").expect("the function body ends");
     let statement = body[start..end].trim().trim_end_matches(';');
-    assert!(statement.starts_with("WITH payload_limit"), "{statement}");
+    assert!(statement.starts_with("WITH "), "{statement}");
     statement.to_owned()
 }
 
@@ -125,7 +126,10 @@ async fn enqueuing_a_new_job_reads_no_other_job_through_a_plan_made_on_an_empty_
         .execute(&mut *producer)
         .await
         .unwrap();
-    let prepare = format!("PREPARE enqueue AS {}", enqueue_statement(&pool).await);
+    let prepare = format!(
+        "PREPARE enqueue AS {}",
+        function_statement(&pool, "jobwire_enqueue_rows").await
+    );
     sqlx::raw_sql(sqlx::AssertSqlSafe(prepare))
         .execute(&mut *producer)
         .await
@@ -152,4 +156,49 @@ async fn enqueuing_a_new_job_reads_no_other_job_through_a_plan_made_on_an_empty_
         queued, 20_002,
         "both enqueues through the plan wrote their job"
     );
+}
+
+/// A claim of a queue with tenant caps reads no table of jobs from end to
+/// end: its probe for jobs without a tenant, as EXISTS, was planned as a
+/// sequential scan once the table held many jobs without a tenant (on other
+/// queues), and read every row when none of the capped queue's matched. Counted by PostgreSQL's own
+/// per-transaction statistics, which see the statements inside the
+/// function.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_capped_claim_scans_no_whole_table_of_jobs(pool: PgPool) {
+    jobwire_core::set_tenant_cap(&pool, "q", None, Some(4))
+        .await
+        .unwrap();
+    // The capped queue's jobs all name a tenant; another queue's name none,
+    // so the table's statistics say many jobs have no tenant.
+    let backlog: Vec<NewJob> = (0..20_000)
+        .map(|i| {
+            NewJob::new("work", json!({ "i": i }))
+                .with_queue("q")
+                .with_tenant(["A", "B"][i % 2])
+        })
+        .chain((0..10_000).map(|i| NewJob::new("work", json!({ "i": i })).with_queue("plain")))
+        .collect();
+    jobwire_test_support::enqueue_ids(&pool, &backlog)
+        .await
+        .unwrap();
+    sqlx::query("ANALYZE jobs").execute(&pool).await.unwrap();
+    let mut claimer = pool.begin().await.unwrap();
+    for _ in 0..3 {
+        sqlx::query("SELECT count(*) FROM jobwire_claim_capped('q', 8, 'w', 60000, 0)")
+            .execute(&mut *claimer)
+            .await
+            .unwrap();
+    }
+    let seq_scans: i64 =
+        sqlx::query_scalar("SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relname = 'jobs'")
+            .fetch_one(&mut *claimer)
+            .await
+            .unwrap();
+    let running: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs WHERE state = 'RUNNING'")
+        .fetch_one(&mut *claimer)
+        .await
+        .unwrap();
+    assert_eq!(running, 8, "each tenant's four slots filled, no more");
+    assert_eq!(seq_scans, 0, "a capped claim scanned the jobs table");
 }
