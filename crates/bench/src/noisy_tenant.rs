@@ -7,11 +7,9 @@ use anyhow::Result;
 use jobwire_core::NewJob;
 use serde::Serialize;
 use sqlx::PgPool;
-use uuid::Uuid;
 
 use crate::harness::{Runs, clean_up, fresh_queue, run_pool, start, wait_for_queue};
-use crate::quantile::percentile;
-use crate::workloads::{Arrivals, arrivals_of, enqueue_backlog, millis};
+use crate::workloads::{Arrivals, arrivals_of, enqueue_backlog, latency};
 use crate::{BenchConfig, PathUnderTest};
 
 /// The quiet tenants, each arriving at `BenchConfig::quiet_tenant_rate`.
@@ -145,16 +143,17 @@ pub async fn noisy_tenant(
         Some(cap) => Some(slot_handover(pool, &queue, cap).await?),
         None => None,
     };
-    let mut quiet_starts = quiet_starts(pool, &queue, &quiet, &runs).await?;
+    // The quiet jobs alone: `quiet` holds only theirs.
+    let quiet_latency = latency(pool, &queue, &quiet, &runs).await?;
     let repeated = runs.repeated();
     clean_up(pool, &[&queue], config).await?;
     Ok(NoisyTenant {
         tenant_cap,
         noisy_jobs: config.noisy_jobs,
-        quiet_jobs: quiet_starts.len() as i64,
-        quiet_start_p50_ms: percentile(&mut quiet_starts, 0.50),
-        quiet_start_p95_ms: percentile(&mut quiet_starts, 0.95),
-        quiet_start_p99_ms: percentile(&mut quiet_starts, 0.99),
+        quiet_jobs: quiet_latency.jobs,
+        quiet_start_p50_ms: quiet_latency.start_p50_ms,
+        quiet_start_p95_ms: quiet_latency.start_p95_ms,
+        quiet_start_p99_ms: quiet_latency.start_p99_ms,
         noisy_drain_per_second: measured.noisy_drain_per_second,
         noisy_left_at_end,
         slot_handover_p50_ms: handover.as_ref().and_then(|h| h.p50),
@@ -174,26 +173,4 @@ async fn quiet_arrivals(pool: &PgPool, queue: &str, config: &BenchConfig) -> Res
             .with_tenant(QUIET_TENANTS[i % QUIET_TENANTS.len()])
     })
     .await
-}
-
-/// Each quiet job's arrival (the tick it was due) -> its handler's start,
-/// ms, over the quiet jobs that succeeded.
-async fn quiet_starts(
-    pool: &PgPool,
-    queue: &str,
-    quiet: &Arrivals,
-    runs: &Runs,
-) -> Result<Vec<f64>> {
-    let succeeded: Vec<Uuid> = sqlx::query_scalar(
-        "SELECT job_id FROM jobs WHERE queue = $1 AND tenant <> $2 AND state = 'SUCCEEDED'",
-    )
-    .bind(queue)
-    .bind(NOISY)
-    .fetch_all(pool)
-    .await?;
-    let starts = runs.first_starts();
-    Ok(succeeded
-        .iter()
-        .filter_map(|job| Some(millis(quiet.get(job)?.due, *starts.get(job)?)))
-        .collect())
 }

@@ -120,9 +120,14 @@ pub async fn end_to_end(
 
 /// The latency of `queue`'s finished jobs of an open-loop stream, from when
 /// each was due ([`Arrival::due`]) to its handler's first start and to its
-/// `finished_at`. A job the handler never ran is left out (and counted by
-/// the run's lost-or-repeated check).
-async fn latency(pool: &PgPool, queue: &str, arrivals: &Arrivals, runs: &Runs) -> Result<Latency> {
+/// `finished_at`. Only the jobs in `arrivals` count; a job the handler never
+/// ran is left out (and counted by the run's lost-or-repeated check).
+pub(crate) async fn latency(
+    pool: &PgPool,
+    queue: &str,
+    arrivals: &Arrivals,
+    runs: &Runs,
+) -> Result<Latency> {
     let finished: Vec<(Uuid, DateTime<Utc>)> = sqlx::query_as(
         "SELECT job_id, finished_at FROM jobs WHERE queue = $1 AND state = 'SUCCEEDED'",
     )

@@ -1,10 +1,10 @@
 //! Plans that must not depend on fresh statistics: the wake-up claim looks
 //! its jobs up by primary key even when the table was last analyzed while
 //! empty and has since filled up (migration
-//! `20261201000011_claim_by_id_uses_the_key.sql`), and enqueuing a new job
+//! `20261201000011_claim_by_id_uses_the_key.sql`); enqueuing a new job
 //! reads no other job even through a plan made while the table was empty
 //! (the enqueue keeps one generic plan per session, migration
-//! `20261202000001_enqueue_planned_once.sql`), and a capped claim scans no
+//! `20261202000001_enqueue_planned_once.sql`); and a capped claim scans no
 //! whole table (`20261202000002_capped_claim_probes_the_index.sql`).
 
 use jobwire_core::{Dispatch, NewJob};
@@ -74,10 +74,10 @@ async fn the_wake_up_claim_uses_the_primary_key_with_stale_statistics(pool: PgPo
     assert_eq!(outcome.claimed.len(), named.len());
 }
 
-/// The statement a planned-once function runs: its body, as installed,
-/// which refers to the function's arguments as `$1`, `$2` … and so
-/// prepares on its own. The functions plan it with `plan_cache_mode =
-/// force_generic_plan`.
+/// The statement a planned-once function (`jobwire_enqueue_rows`) runs:
+/// its body, as installed, which refers to the function's arguments as
+/// `$1`, `$2` … and so prepares on its own. The function plans it with
+/// `plan_cache_mode = force_generic_plan`.
 async fn function_statement(pool: &PgPool, function: &str) -> String {
     let body: String = sqlx::query_scalar("SELECT prosrc FROM pg_proc WHERE proname = $1")
         .bind(function)
@@ -161,9 +161,9 @@ async fn enqueuing_a_new_job_reads_no_other_job_through_a_plan_made_on_an_empty_
 /// A claim of a queue with tenant caps reads no table of jobs from end to
 /// end: its probe for jobs without a tenant, as EXISTS, was planned as a
 /// sequential scan once the table held many jobs without a tenant (on other
-/// queues), and read every row when none of the capped queue's matched. Counted by PostgreSQL's own
-/// per-transaction statistics, which see the statements inside the
-/// function.
+/// queues), and read every row when none of the capped queue's matched.
+/// Counted by PostgreSQL's own per-transaction statistics, which see the
+/// statements inside the function.
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_capped_claim_scans_no_whole_table_of_jobs(pool: PgPool) {
     jobwire_core::set_tenant_cap(&pool, "q", None, Some(4))
