@@ -4,8 +4,10 @@
 //! `20261201000011_claim_by_id_uses_the_key.sql`); enqueuing a new job
 //! reads no other job even through a plan made while the table was empty
 //! (the enqueue keeps one generic plan per session, migration
-//! `20261202000001_enqueue_planned_once.sql`); and a capped claim scans no
-//! whole table (`20261202000002_capped_claim_probes_the_index.sql`).
+//! `20261202000001_enqueue_planned_once.sql`); a capped claim scans no
+//! whole table (`20261202000002_capped_claim_probes_the_index.sql`) and
+//! does not walk one tenant's backlog to find another's jobs
+//! (`20261202000003_capped_claim_reads_by_tenant.sql`).
 
 use jobwire_core::{Dispatch, NewJob};
 use serde_json::{Value, json};
@@ -201,4 +203,64 @@ async fn a_capped_claim_scans_no_whole_table_of_jobs(pool: PgPool) {
         .unwrap();
     assert_eq!(running, 8, "each tenant's four slots filled, no more");
     assert_eq!(seq_scans, 0, "a capped claim scanned the jobs table");
+}
+
+/// A capped claim finds each tenant's jobs through the tenant's index even
+/// when the statistics say one tenant holds every waiting job (its backlog
+/// was enqueued at once and analyzed before anyone else's arrived): it used
+/// to walk the queue's claim index in priority order instead, fetching the
+/// big tenant's rows one by one until it met the other tenant's. Counted
+/// in heap rows fetched through indexes, in PostgreSQL's per-transaction
+/// statistics.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_capped_claim_does_not_walk_one_tenants_backlog_for_anothers_jobs(pool: PgPool) {
+    jobwire_core::set_tenant_cap(&pool, "q", None, Some(2))
+        .await
+        .unwrap();
+    let backlog: Vec<NewJob> = (0..20_000)
+        .map(|i| {
+            NewJob::new("work", json!({ "i": i }))
+                .with_queue("q")
+                .with_tenant("A")
+        })
+        .collect();
+    jobwire_test_support::enqueue_ids(&pool, &backlog)
+        .await
+        .unwrap();
+    sqlx::query("ANALYZE jobs").execute(&pool).await.unwrap();
+    // Enqueued after the backlog: later in the claim index's order.
+    let quiet: Vec<NewJob> = ["B", "C"]
+        .into_iter()
+        .map(|tenant| {
+            NewJob::new("work", json!({}))
+                .with_queue("q")
+                .with_tenant(tenant)
+        })
+        .collect();
+    jobwire_test_support::enqueue_ids(&pool, &quiet)
+        .await
+        .unwrap();
+    let mut claimer = pool.begin().await.unwrap();
+    let claimed: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT tenant, count(*) FROM jobwire_claim_capped('q', 8, 'w', 60000, 0)
+         GROUP BY tenant ORDER BY tenant",
+    )
+    .fetch_all(&mut *claimer)
+    .await
+    .unwrap();
+    let fetched: i64 = sqlx::query_scalar(
+        "SELECT idx_tup_fetch FROM pg_stat_xact_user_tables WHERE relname = 'jobs'",
+    )
+    .fetch_one(&mut *claimer)
+    .await
+    .unwrap();
+    assert_eq!(
+        claimed,
+        vec![("A".into(), 2), ("B".into(), 1), ("C".into(), 1)],
+        "A's two slots and the quiet tenants' jobs"
+    );
+    assert!(
+        fetched < 1_000,
+        "the claim fetched {fetched} rows through indexes to claim 4"
+    );
 }
