@@ -25,13 +25,16 @@
 //! Every run uses queues of its own, so runs do not disturb each other.
 //!
 //! Separately, [`schedule_burst`] measures the schedulers: many schedules
-//! due at one instant, occurrences enqueued per second, and jitter's spread.
+//! due at one instant, occurrences enqueued per second, and jitter's spread;
+//! and [`http_producer`] the HTTP API's `POST /jobs` against the library's
+//! single-job enqueue at the same concurrency.
 #![warn(missing_docs)]
 
 mod commit_rate;
 mod cost;
 mod environment;
 mod harness;
+mod http_producer;
 mod noisy_tenant;
 mod options;
 mod quantile;
@@ -45,6 +48,7 @@ mod workloads;
 
 pub use commit_rate::{CommitRate, commit_rate};
 pub use environment::{Environment, environment};
+pub use http_producer::{HttpProducerComparison, ProducerRun, http_producer};
 pub use noisy_tenant::{NoisyTenant, noisy_tenant};
 pub use options::{BenchConfig, PathUnderTest};
 pub use relay_runs::{OutboxLag, RelayRun, outbox_lag, relay_alone};

@@ -3,6 +3,7 @@
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use cmd::bench::BenchArgs;
+use cmd::bench_http::BenchHttpArgs;
 use cmd::bench_schedules::BenchSchedulesArgs;
 use cmd::enqueue::EnqueueArgs;
 use cmd::outbox::OutboxCommand;
@@ -108,6 +109,9 @@ enum Command {
     /// Many schedules due at one instant, fired by concurrent schedulers:
     /// occurrences enqueued per second, and how jitter spreads their starts.
     BenchSchedules(BenchSchedulesArgs),
+    /// POST /jobs against the library's single-job enqueue at the same
+    /// concurrency: jobs per second and latency of each.
+    BenchHttp(BenchHttpArgs),
     /// The fault suite: jobs on every path through kills, broker and
     /// PostgreSQL restarts, pauses and garbage, then checks on the table.
     /// Restarts shared services: run it on its own.
@@ -124,6 +128,7 @@ async fn main() -> Result<()> {
         | Command::Serve(_)
         | Command::Bench(_)
         | Command::BenchSchedules(_)
+        | Command::BenchHttp(_)
         | Command::Faults(_) => "info",
         _ => "warn",
     };
@@ -170,6 +175,7 @@ async fn run(command: Command, pool: PgPool) -> Result<()> {
         Command::Outbox(command) => cmd::outbox::outbox(&pool, command).await?,
         Command::Bench(args) => cmd::bench::bench(pool, args).await?,
         Command::BenchSchedules(args) => cmd::bench_schedules::bench_schedules(pool, args).await?,
+        Command::BenchHttp(args) => cmd::bench_http::bench_http(pool, args).await?,
         Command::Demo(_) | Command::Faults(_) => unreachable!("handled before connecting"),
     }
     Ok(())

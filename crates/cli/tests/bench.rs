@@ -259,3 +259,75 @@ async fn the_schedule_burst_fires_each_schedule_once_and_cleans_up() {
     pool.close().await;
     db.drop_database().await;
 }
+
+/// The HTTP producer run: every job of both interfaces enqueued and
+/// counted, POST /jobs over a real loopback socket, and nothing left
+/// behind, in particular no live token.
+#[tokio::test]
+async fn the_http_producer_run_enqueues_every_job_and_revokes_its_token() {
+    let db = FreshDatabase::create().await;
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_jobwire"))
+        .args(["bench-http", "--clients", "2,5", "--jobs", "300", "--json"])
+        .env("DATABASE_URL", &db.url)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let comparisons: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let comparisons = comparisons.as_array().unwrap();
+    assert_eq!(comparisons.len(), 2);
+    for (comparison, clients) in comparisons.iter().zip([2, 5]) {
+        for interface in ["library", "http"] {
+            let run = &comparison[interface];
+            assert_eq!(run["interface"], interface, "{run}");
+            assert_eq!(
+                (run["clients"].as_u64(), run["jobs"].as_u64()),
+                (Some(clients), Some(300))
+            );
+            assert!(run["per_second"].as_f64().unwrap() > 0.0, "{run}");
+            assert!(
+                run["p99_ms"].as_f64().unwrap() >= run["p50_ms"].as_f64().unwrap(),
+                "{run}"
+            );
+        }
+        assert!(comparison["http_over_library"].as_f64().unwrap() > 0.0);
+    }
+    let pool = db.pool().await;
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "the runs' jobs are deleted");
+    let tokens: Vec<(String, bool)> =
+        sqlx::query_as("SELECT name, revoked_at IS NOT NULL FROM job_api_tokens ORDER BY name")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(tokens.len(), 2, "one token per HTTP run: {tokens:?}");
+    assert!(tokens.iter().all(|(_, revoked)| *revoked), "{tokens:?}");
+    pool.close().await;
+    db.drop_database().await;
+}
+
+/// Bad settings are refused with a clear error before anything runs.
+#[tokio::test]
+async fn the_http_producer_run_refuses_zero_clients() {
+    let db = FreshDatabase::create().await;
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_jobwire"))
+        .args(["bench-http", "--clients", "0", "--jobs", "10"])
+        .env("DATABASE_URL", &db.url)
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("at least one job and one client"),
+        "{stderr}"
+    );
+    db.drop_database().await;
+}

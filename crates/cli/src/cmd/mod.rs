@@ -2,6 +2,7 @@
 //! (`jobwire demo`, which makes its own connection, lives in `crate::demo`).
 
 pub(crate) mod bench;
+pub(crate) mod bench_http;
 pub(crate) mod bench_schedules;
 pub(crate) mod cancel;
 pub(crate) mod dead_letters;

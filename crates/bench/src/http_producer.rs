@@ -1,0 +1,228 @@
+//! The HTTP producer: how fast services enqueue through `POST /jobs`,
+//! against the library's own single-job enqueue at the same concurrency.
+//! Each run enqueues single jobs on a queue of its own, as fast as its
+//! clients go, through a pool of as many connections as it has clients;
+//! the HTTP run through the API server, served in this process on a
+//! loopback port, with a write token made for the run and revoked after.
+//! The jobs are deleted after each run (no worker runs them).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use jobwire_core::{NewJob, Scope};
+use jobwire_server::HttpServer;
+use serde::Serialize;
+use serde_json::json;
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::quantile::percentile;
+
+/// What one producer run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProducerRun {
+    /// `library` (`jobwire_core::enqueue`) or `http` (`POST /jobs`).
+    pub interface: &'static str,
+    /// Concurrent clients, each enqueuing one job at a time.
+    pub clients: usize,
+    /// Jobs enqueued.
+    pub jobs: usize,
+    /// From the first request to the last response.
+    pub seconds: f64,
+    /// Jobs enqueued per second.
+    pub per_second: f64,
+    /// One enqueue's latency as its client saw it, in ms.
+    pub p50_ms: f64,
+    /// The same, 99th percentile.
+    pub p99_ms: f64,
+}
+
+/// The library and the HTTP run at one concurrency.
+#[derive(Debug, Clone, Serialize)]
+pub struct HttpProducerComparison {
+    /// The library's single-job enqueue.
+    pub library: ProducerRun,
+    /// `POST /jobs`.
+    pub http: ProducerRun,
+    /// HTTP jobs/s over the library's (the performance issue's target:
+    /// at least 0.8).
+    pub http_over_library: f64,
+}
+
+/// For each count in `clients`, enqueue `jobs` single jobs through the
+/// library and then through `POST /jobs`, and compare.
+pub async fn http_producer(
+    pool: &PgPool,
+    clients: &[usize],
+    jobs: usize,
+) -> Result<Vec<HttpProducerComparison>> {
+    if jobs == 0 || clients.is_empty() || clients.contains(&0) {
+        bail!("an HTTP producer run needs at least one job and one client per run");
+    }
+    let mut comparisons = Vec::with_capacity(clients.len());
+    for &count in clients {
+        let connections = u32::try_from(count).context("too many clients")?;
+        let run_pool = PgPoolOptions::new()
+            .max_connections(connections)
+            .connect_with(pool.connect_options().as_ref().clone())
+            .await?;
+        let runs = async {
+            let library = library_run(&run_pool, count, jobs).await?;
+            let http = http_run(&run_pool, count, jobs).await?;
+            anyhow::Ok((library, http))
+        }
+        .await;
+        run_pool.close().await;
+        let (library, http) = runs?;
+        comparisons.push(HttpProducerComparison {
+            http_over_library: http.per_second / library.per_second,
+            library,
+            http,
+        });
+    }
+    Ok(comparisons)
+}
+
+/// A queue of the run's own, so that runs never see each other's jobs.
+fn run_queue(interface: &str) -> String {
+    format!(
+        "bench-{interface}-{}",
+        &Uuid::new_v4().simple().to_string()[..8]
+    )
+}
+
+async fn library_run(pool: &PgPool, clients: usize, jobs: usize) -> Result<ProducerRun> {
+    let queue = Arc::new(run_queue("library"));
+    let measured = measure(clients, jobs, {
+        let (pool, queue) = (pool.clone(), queue.clone());
+        move |i| {
+            let (pool, queue) = (pool.clone(), queue.clone());
+            async move {
+                let job = NewJob::new("bench_noop", json!({ "i": i })).with_queue(queue.as_str());
+                jobwire_core::enqueue(&pool, &job).await?;
+                Ok(())
+            }
+        }
+    })
+    .await;
+    delete_queue(pool, &queue).await?;
+    Ok(measured?.into_run("library"))
+}
+
+async fn http_run(pool: &PgPool, clients: usize, jobs: usize) -> Result<ProducerRun> {
+    let token_name = format!("bench-http-{}", &Uuid::new_v4().simple().to_string()[..8]);
+    let token = jobwire_core::create_api_token(pool, &token_name, Scope::Write).await?;
+    let queue = run_queue("http");
+    let measured = serve_and_post(pool, clients, jobs, &queue, token.secret).await;
+    // Whatever happened, the run's token must not outlive it.
+    jobwire_core::revoke_api_token(pool, &token_name).await?;
+    delete_queue(pool, &queue).await?;
+    Ok(measured?.into_run("http"))
+}
+
+/// Serve the API on a loopback port for the length of one run of `POST
+/// /jobs` requests.
+async fn serve_and_post(
+    pool: &PgPool,
+    clients: usize,
+    jobs: usize,
+    queue: &str,
+    secret: String,
+) -> Result<Measured> {
+    let server = HttpServer::bind("127.0.0.1:0".parse()?, pool.clone()).await?;
+    let url = format!("http://{}/jobs", server.local_addr()?);
+    let stop = CancellationToken::new();
+    let serving = tokio::spawn(server.run(stop.clone()));
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(clients)
+        .build()?;
+    let (queue, secret) = (Arc::new(queue.to_owned()), Arc::new(secret));
+    let measured = measure(clients, jobs, move |i| {
+        let (client, url, queue, secret) =
+            (client.clone(), url.clone(), queue.clone(), secret.clone());
+        async move {
+            let body = json!({ "type": "bench_noop", "payload": { "i": i }, "queue": *queue });
+            let response = client
+                .post(url)
+                .bearer_auth(secret.as_str())
+                .json(&body)
+                .send()
+                .await?;
+            let status = response.status();
+            let text = response.text().await?;
+            if !status.is_success() {
+                bail!("POST /jobs answered {status}: {text}");
+            }
+            Ok(())
+        }
+    })
+    .await;
+    stop.cancel();
+    serving.await.context("the API server task failed")??;
+    measured
+}
+
+async fn delete_queue(pool: &PgPool, queue: &str) -> Result<()> {
+    sqlx::query("DELETE FROM jobs WHERE queue = $1")
+        .bind(queue)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// Latencies and wall time of one run.
+struct Measured {
+    clients: usize,
+    latencies_ms: Vec<f64>,
+    seconds: f64,
+}
+
+impl Measured {
+    fn into_run(mut self, interface: &'static str) -> ProducerRun {
+        let jobs = self.latencies_ms.len();
+        ProducerRun {
+            interface,
+            clients: self.clients,
+            jobs,
+            seconds: self.seconds,
+            per_second: jobs as f64 / self.seconds,
+            p50_ms: percentile(&mut self.latencies_ms, 0.50),
+            p99_ms: percentile(&mut self.latencies_ms, 0.99),
+        }
+    }
+}
+
+/// Run `enqueue(i)` for i in 0..jobs from `clients` tasks, each one call at
+/// a time; the first error ends the run.
+async fn measure<F, Fut>(clients: usize, jobs: usize, enqueue: F) -> Result<Measured>
+where
+    F: Fn(usize) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Result<()>> + Send,
+{
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for client in 0..clients {
+        let enqueue = enqueue.clone();
+        tasks.spawn(async move {
+            let mut latencies = Vec::new();
+            for i in (client..jobs).step_by(clients) {
+                let sent = Instant::now();
+                enqueue(i).await?;
+                latencies.push(sent.elapsed().as_secs_f64() * 1000.0);
+            }
+            anyhow::Ok(latencies)
+        });
+    }
+    let mut latencies_ms = Vec::with_capacity(jobs);
+    while let Some(done) = tasks.join_next().await {
+        latencies_ms.extend(done??);
+    }
+    Ok(Measured {
+        clients,
+        latencies_ms,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
