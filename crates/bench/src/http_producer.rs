@@ -108,8 +108,10 @@ async fn library_run(pool: &PgPool, clients: usize, jobs: usize) -> Result<Produ
         }
     })
     .await;
-    delete_queue(pool, &queue).await?;
-    Ok(measured?.into_run("library"))
+    let deleted = delete_queue(pool, &queue).await;
+    let measured = measured?;
+    deleted?;
+    Ok(measured.into_run("library"))
 }
 
 async fn http_run(pool: &PgPool, clients: usize, jobs: usize) -> Result<ProducerRun> {
@@ -117,10 +119,21 @@ async fn http_run(pool: &PgPool, clients: usize, jobs: usize) -> Result<Producer
     let token = jobwire_core::create_api_token(pool, &token_name, Scope::Write).await?;
     let queue = run_queue("http");
     let measured = serve_and_post(pool, clients, jobs, &queue, token.secret).await;
-    // Whatever happened, the run's token must not outlive it.
-    jobwire_core::revoke_api_token(pool, &token_name).await?;
-    delete_queue(pool, &queue).await?;
-    Ok(measured?.into_run("http"))
+    // Whatever happened, the run's token must not outlive it (unless the
+    // process is killed mid-run: then `jobwire token revoke` the name in
+    // the error below), and its jobs go too; the first error is reported.
+    let revoked = jobwire_core::revoke_api_token(pool, &token_name).await;
+    let deleted = delete_queue(pool, &queue).await;
+    let measured = measured?;
+    match revoked {
+        Ok(true) => {}
+        Ok(false) => bail!("the run's token {token_name} was no longer live at the end"),
+        Err(err) => {
+            return Err(err).context(format!("revoking the run's token {token_name}"));
+        }
+    }
+    deleted?;
+    Ok(measured.into_run("http"))
 }
 
 /// Serve the API on a loopback port for the length of one run of `POST
@@ -132,13 +145,17 @@ async fn serve_and_post(
     queue: &str,
     secret: String,
 ) -> Result<Measured> {
+    // Straight to the loopback server, whatever proxy the environment
+    // names; a server that stops answering fails the run instead of hanging.
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(clients)
+        .no_proxy()
+        .timeout(std::time::Duration::from_secs(30))
+        .build()?;
     let server = HttpServer::bind("127.0.0.1:0".parse()?, pool.clone()).await?;
     let url = format!("http://{}/jobs", server.local_addr()?);
     let stop = CancellationToken::new();
     let serving = tokio::spawn(server.run(stop.clone()));
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(clients)
-        .build()?;
     let (queue, secret) = (Arc::new(queue.to_owned()), Arc::new(secret));
     let measured = measure(clients, jobs, move |i| {
         let (client, url, queue, secret) =
@@ -196,29 +213,48 @@ impl Measured {
 }
 
 /// Run `enqueue(i)` for i in 0..jobs from `clients` tasks, each one call at
-/// a time; the first error ends the run.
+/// a time. The first error ends the run: the other clients stop after the
+/// call they are in, and every client has stopped when this returns (so no
+/// enqueue lands after the caller's clean-up).
 async fn measure<F, Fut>(clients: usize, jobs: usize, enqueue: F) -> Result<Measured>
 where
     F: Fn(usize) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = Result<()>> + Send,
 {
     let started = Instant::now();
+    let failed = CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
     for client in 0..clients {
-        let enqueue = enqueue.clone();
+        let (enqueue, failed) = (enqueue.clone(), failed.clone());
         tasks.spawn(async move {
             let mut latencies = Vec::new();
             for i in (client..jobs).step_by(clients) {
+                if failed.is_cancelled() {
+                    break;
+                }
                 let sent = Instant::now();
-                enqueue(i).await?;
+                if let Err(err) = enqueue(i).await {
+                    failed.cancel();
+                    return Err(err);
+                }
                 latencies.push(sent.elapsed().as_secs_f64() * 1000.0);
             }
             anyhow::Ok(latencies)
         });
     }
     let mut latencies_ms = Vec::with_capacity(jobs);
+    let mut first_error = None;
     while let Some(done) = tasks.join_next().await {
-        latencies_ms.extend(done??);
+        match done.map_err(anyhow::Error::from).and_then(|client| client) {
+            Ok(latencies) => latencies_ms.extend(latencies),
+            Err(err) => {
+                failed.cancel();
+                first_error.get_or_insert(err);
+            }
+        }
+    }
+    if let Some(err) = first_error {
+        return Err(err);
     }
     Ok(Measured {
         clients,

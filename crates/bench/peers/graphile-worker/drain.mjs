@@ -10,6 +10,8 @@
 import { Logger, makeWorkerUtils, run } from "graphile-worker";
 import pg from "pg";
 
+import { counters, report } from "./cost.mjs";
+
 const url = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const jobs = Number(process.env.JOBS ?? 10000);
 const concurrency = Number(process.env.CONCURRENCY ?? 24);
@@ -30,12 +32,6 @@ for (let start = 0; start < jobs; start += 1000) {
   await utils.addJobs(specs);
 }
 
-const counters = async () => {
-  const { rows } = await pool.query(
-    "SELECT pg_current_xact_id()::text::bigint AS xid, (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint AS wal",
-  );
-  return { xid: Number(rows[0].xid), wal: Number(rows[0].wal) };
-};
 const left = async () => {
   const { rows } = await pool.query(
     "SELECT count(*)::int AS n FROM graphile_worker.jobs WHERE task_identifier = $1",
@@ -45,7 +41,7 @@ const left = async () => {
 };
 
 let ran = 0;
-const before = await counters();
+const before = await counters(pool);
 const started = process.hrtime.bigint();
 const runner = await run({
   connectionString: url,
@@ -75,24 +71,7 @@ while ((await left()) > 0) {
 }
 const seconds = Number(process.hrtime.bigint() - started) / 1e9;
 await runner.stop();
-const after = await counters();
+const after = await counters(pool);
 await utils.release();
 await pool.end();
-console.log(
-  JSON.stringify({
-    peer: "graphile-worker 0.18.0",
-    mode,
-    jobs,
-    concurrency,
-    ran,
-    seconds: Number(seconds.toFixed(3)),
-    jobs_per_second: Math.round(jobs / seconds),
-    // minus the one transaction id the second reading takes itself
-    commits_per_job: Number(((after.xid - before.xid - 1) / jobs).toFixed(4)),
-    wal_bytes_per_job: Math.round((after.wal - before.wal) / jobs),
-  }),
-);
-if (ran !== jobs) {
-  console.error(`graphile-worker ran ${ran} tasks for ${jobs} jobs`);
-  process.exit(1);
-}
+report({ mode, concurrency }, { jobs, ran, seconds, before, after });

@@ -8,6 +8,8 @@
 import { Logger, makeWorkerUtils, run } from "graphile-worker";
 import pg from "pg";
 
+import { counters, report } from "./cost.mjs";
+
 const url = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const jobs = Number(process.env.JOBS ?? 10000);
 const concurrency = Number(process.env.CONCURRENCY ?? 64);
@@ -23,13 +25,6 @@ await pool.query(
 );
 // A task name of its own per run, so runs never see each other's jobs.
 const task = `bench_noop_${process.pid}_${Date.now()}`;
-
-const counters = async () => {
-  const { rows } = await pool.query(
-    "SELECT pg_current_xact_id()::text::bigint AS xid, (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint AS wal",
-  );
-  return { xid: Number(rows[0].xid), wal: Number(rows[0].wal) };
-};
 
 let ran = 0;
 let allRan;
@@ -75,7 +70,7 @@ const produce = async (first, count) => {
   }
 };
 
-const before = await counters();
+const before = await counters(pool);
 const started = process.hrtime.bigint();
 const perProducer = Math.ceil(jobs / producers);
 const producing = [];
@@ -87,26 +82,8 @@ for (let p = 0; p < producers; p++) {
 await Promise.all(producing);
 await done;
 const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-const after = await counters();
+const after = await counters(pool);
 await runner.stop();
 await utils.release();
 await pool.end();
-console.log(
-  JSON.stringify({
-    peer: "graphile-worker 0.18.0",
-    mode: "e2e",
-    jobs,
-    producers,
-    concurrency,
-    ran,
-    seconds: Number(seconds.toFixed(3)),
-    jobs_per_second: Math.round(jobs / seconds),
-    // minus the one transaction id the second reading takes itself
-    commits_per_job: Number(((after.xid - before.xid - 1) / jobs).toFixed(4)),
-    wal_bytes_per_job: Math.round((after.wal - before.wal) / jobs),
-  }),
-);
-if (ran !== jobs) {
-  console.error(`graphile-worker ran ${ran} tasks for ${jobs} jobs`);
-  process.exit(1);
-}
+report({ mode: "e2e", producers, concurrency }, { jobs, ran, seconds, before, after });
