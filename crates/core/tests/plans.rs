@@ -228,7 +228,8 @@ async fn a_capped_claim_does_not_walk_one_tenants_backlog_for_anothers_jobs(pool
         .await
         .unwrap();
     sqlx::query("ANALYZE jobs").execute(&pool).await.unwrap();
-    // Enqueued after the backlog: later in the claim index's order.
+    // Enqueued after the backlog: later in the claim index's order. One
+    // job names no tenant (the claim looks those up on their own).
     let quiet: Vec<NewJob> = ["B", "C"]
         .into_iter()
         .map(|tenant| {
@@ -236,14 +237,15 @@ async fn a_capped_claim_does_not_walk_one_tenants_backlog_for_anothers_jobs(pool
                 .with_queue("q")
                 .with_tenant(tenant)
         })
+        .chain([NewJob::new("work", json!({})).with_queue("q")])
         .collect();
     jobwire_test_support::enqueue_ids(&pool, &quiet)
         .await
         .unwrap();
     let mut claimer = pool.begin().await.unwrap();
-    let claimed: Vec<(String, i64)> = sqlx::query_as(
+    let claimed: Vec<(Option<String>, i64)> = sqlx::query_as(
         "SELECT tenant, count(*) FROM jobwire_claim_capped('q', 8, 'w', 60000, 0)
-         GROUP BY tenant ORDER BY tenant",
+         GROUP BY tenant ORDER BY tenant NULLS LAST",
     )
     .fetch_all(&mut *claimer)
     .await
@@ -256,11 +258,16 @@ async fn a_capped_claim_does_not_walk_one_tenants_backlog_for_anothers_jobs(pool
     .unwrap();
     assert_eq!(
         claimed,
-        vec![("A".into(), 2), ("B".into(), 1), ("C".into(), 1)],
-        "A's two slots and the quiet tenants' jobs"
+        vec![
+            (Some("A".into()), 2),
+            (Some("B".into()), 1),
+            (Some("C".into()), 1),
+            (None, 1)
+        ],
+        "A's two slots, the quiet tenants' jobs and the one without a tenant"
     );
     assert!(
         fetched < 1_000,
-        "the claim fetched {fetched} rows through indexes to claim 4"
+        "the claim fetched {fetched} rows through indexes to claim 5"
     );
 }
