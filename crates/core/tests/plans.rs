@@ -160,6 +160,29 @@ async fn enqueuing_a_new_job_reads_no_other_job_through_a_plan_made_on_an_empty_
     );
 }
 
+/// Queue `q` with every tenant capped at `cap`, holding `backlog`, its
+/// statistics taken now (the plans below must not depend on later ones).
+async fn capped_queue_analyzed(pool: &PgPool, cap: u32, backlog: &[NewJob]) {
+    jobwire_core::set_tenant_cap(pool, "q", None, Some(cap))
+        .await
+        .unwrap();
+    jobwire_test_support::enqueue_ids(pool, backlog)
+        .await
+        .unwrap();
+    sqlx::query("ANALYZE jobs").execute(pool).await.unwrap();
+}
+
+/// One of PostgreSQL's per-transaction counters for `jobs` (they see the
+/// statements inside a function too).
+async fn jobs_stat_in_transaction(claimer: &mut sqlx::PgConnection, counter: &str) -> i64 {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT {counter} FROM pg_stat_xact_user_tables WHERE relname = 'jobs'"
+    )))
+    .fetch_one(claimer)
+    .await
+    .unwrap()
+}
+
 /// A claim of a queue with tenant caps reads no table of jobs from end to
 /// end: its probe for jobs without a tenant, as EXISTS, was planned as a
 /// sequential scan once the table held many jobs without a tenant (on other
@@ -168,9 +191,6 @@ async fn enqueuing_a_new_job_reads_no_other_job_through_a_plan_made_on_an_empty_
 /// statements inside the function.
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_capped_claim_scans_no_whole_table_of_jobs(pool: PgPool) {
-    jobwire_core::set_tenant_cap(&pool, "q", None, Some(4))
-        .await
-        .unwrap();
     // The capped queue's jobs all name a tenant; another queue's name none,
     // so the table's statistics say many jobs have no tenant.
     let backlog: Vec<NewJob> = (0..20_000)
@@ -181,10 +201,7 @@ async fn a_capped_claim_scans_no_whole_table_of_jobs(pool: PgPool) {
         })
         .chain((0..10_000).map(|i| NewJob::new("work", json!({ "i": i })).with_queue("plain")))
         .collect();
-    jobwire_test_support::enqueue_ids(&pool, &backlog)
-        .await
-        .unwrap();
-    sqlx::query("ANALYZE jobs").execute(&pool).await.unwrap();
+    capped_queue_analyzed(&pool, 4, &backlog).await;
     let mut claimer = pool.begin().await.unwrap();
     for _ in 0..3 {
         sqlx::query("SELECT count(*) FROM jobwire_claim_capped('q', 8, 'w', 60000, 0)")
@@ -192,11 +209,7 @@ async fn a_capped_claim_scans_no_whole_table_of_jobs(pool: PgPool) {
             .await
             .unwrap();
     }
-    let seq_scans: i64 =
-        sqlx::query_scalar("SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relname = 'jobs'")
-            .fetch_one(&mut *claimer)
-            .await
-            .unwrap();
+    let seq_scans = jobs_stat_in_transaction(&mut claimer, "seq_scan").await;
     let running: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs WHERE state = 'RUNNING'")
         .fetch_one(&mut *claimer)
         .await
@@ -214,9 +227,6 @@ async fn a_capped_claim_scans_no_whole_table_of_jobs(pool: PgPool) {
 /// statistics.
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_capped_claim_does_not_walk_one_tenants_backlog_for_anothers_jobs(pool: PgPool) {
-    jobwire_core::set_tenant_cap(&pool, "q", None, Some(2))
-        .await
-        .unwrap();
     let backlog: Vec<NewJob> = (0..20_000)
         .map(|i| {
             NewJob::new("work", json!({ "i": i }))
@@ -224,10 +234,7 @@ async fn a_capped_claim_does_not_walk_one_tenants_backlog_for_anothers_jobs(pool
                 .with_tenant("A")
         })
         .collect();
-    jobwire_test_support::enqueue_ids(&pool, &backlog)
-        .await
-        .unwrap();
-    sqlx::query("ANALYZE jobs").execute(&pool).await.unwrap();
+    capped_queue_analyzed(&pool, 2, &backlog).await;
     // Enqueued after the backlog: later in the claim index's order. One
     // job names no tenant (the claim looks those up on their own).
     let quiet: Vec<NewJob> = ["B", "C"]
@@ -250,12 +257,7 @@ async fn a_capped_claim_does_not_walk_one_tenants_backlog_for_anothers_jobs(pool
     .fetch_all(&mut *claimer)
     .await
     .unwrap();
-    let fetched: i64 = sqlx::query_scalar(
-        "SELECT idx_tup_fetch FROM pg_stat_xact_user_tables WHERE relname = 'jobs'",
-    )
-    .fetch_one(&mut *claimer)
-    .await
-    .unwrap();
+    let fetched = jobs_stat_in_transaction(&mut claimer, "idx_tup_fetch").await;
     assert_eq!(
         claimed,
         vec![
