@@ -269,6 +269,8 @@ pub struct EnqueuedJob {
     pub state: JobState,
     /// When it may first run.
     pub run_after: DateTime<Utc>,
+    /// When the job was written: its transaction's time (a duplicate's, the existing job's).
+    pub created_at: DateTime<Utc>,
 }
 
 /// A job a worker has claimed and now holds the lease on.

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{Api, error_code, parts};
-use jobwire_core::{JobState, NewJob};
+use jobwire_core::{JobState, NewJob, Scope};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -610,6 +610,67 @@ async fn an_enqueue_records_the_callers_trace_context(pool: PgPool) {
             .await
             .unwrap();
     assert_eq!(stored, (Some(traceparent.into()), Some("vendor=1".into())));
+}
+
+/// POST /jobs answers a new job without reading it back (it builds the
+/// answer from the request and what the enqueue returned): every field must
+/// read as `GET /jobs/{jobId}` reads it from the table.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_new_jobs_answer_reads_as_the_job_does(pool: PgPool) {
+    let api = Api::start(pool.clone()).await;
+    let bound =
+        jobwire_core::create_tenant_api_token(&pool, "acme-writer", Scope::Write, Some("acme"))
+            .await
+            .unwrap()
+            .secret;
+    let requests = [
+        (&api.write, json!({"type": "send_email"})),
+        (
+            &api.write,
+            json!({
+                "type": "build_report",
+                "payload": {"n": 1.5, "big": 18446744073709551615u64, "neg": -7,
+                            "text": "ünï \"<b>\" \u{1F600}", "list": [1, null, true],
+                            "nested": {"b": 1, "a": {"z": []}}},
+                "runAt": "2099-01-01T00:00:00+05:30", "priority": -3, "queue": "reports",
+                "maxAttempts": 3, "idempotencyKey": "report:1", "tenant": "globex"
+            }),
+        ),
+        (
+            &api.write,
+            json!({"type": "late", "runAt": "2001-01-01T00:00:00Z"}),
+        ),
+        // A token bound to a tenant: the tenant comes from the token, the
+        // key is stored scoped to it.
+        (&bound, json!({"type": "sync", "idempotencyKey": "k"})),
+    ];
+    for (token, request) in requests {
+        let response = api
+            .post("/jobs", token)
+            .header(
+                "traceparent",
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            )
+            .json(&request)
+            .send()
+            .await
+            .unwrap();
+        let (status, mut created) = parts(response).await;
+        assert_eq!(status, 201, "{created}");
+        assert_eq!(
+            created.as_object_mut().unwrap().remove("duplicate"),
+            Some(json!(false))
+        );
+        let (status, read) = parts(
+            api.get(&format!("/jobs/{}", job_id(&created)), &api.read)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, 200, "{read}");
+        assert_eq!(created, read, "the answer to {request}");
+    }
 }
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]

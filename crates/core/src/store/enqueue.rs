@@ -66,6 +66,7 @@ struct EnqueueRow {
     duplicate: bool,
     state: Option<JobState>,
     run_after: Option<DateTime<Utc>>,
+    created_at: Option<DateTime<Utc>>,
 }
 
 impl Enqueuer {
@@ -217,13 +218,14 @@ impl Enqueuer {
             let mut unresolved = Vec::new();
             for row in rows {
                 let index = pending[usize::try_from(row.ord - 1).expect("ordinality from 1")];
-                match (row.job_id, row.state, row.run_after) {
-                    (Some(job_id), Some(state), Some(run_after)) => {
+                match (row.job_id, row.state, row.run_after, row.created_at) {
+                    (Some(job_id), Some(state), Some(run_after), Some(created_at)) => {
                         results[index] = Some(EnqueuedJob {
                             job_id,
                             duplicate: row.duplicate,
                             state,
                             run_after,
+                            created_at,
                         });
                     }
                     _ => unresolved.push(index),

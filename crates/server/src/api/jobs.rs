@@ -7,7 +7,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use jobwire_core::{
-    Enqueuer, JobFilter, JobState, JobStatus, NewJob, RequestCancelOutcome, TraceContext,
+    EnqueuedJob, Enqueuer, JobFilter, JobState, JobStatus, NewJob, RequestCancelOutcome,
+    TraceContext,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -131,6 +132,41 @@ impl From<JobStatus> for JobView {
             scheduled_for: job.scheduled_for,
             lease_expired_at: job.lease_expired_at,
             archived: job.archived,
+            payload: job.payload,
+        }
+    }
+}
+
+impl JobView {
+    /// A job the enqueue just wrote, without reading it back: what the
+    /// caller sent, what the enqueue returned, and the insert's defaults
+    /// (no attempt, no lease, no error). A test checks that it reads the
+    /// same as `GET /jobs/{jobId}` right after.
+    fn written(job: NewJob, enqueued: &EnqueuedJob) -> Self {
+        JobView {
+            job_id: enqueued.job_id,
+            job_type: job.job_type,
+            queue: job.queue,
+            tenant: job.tenant,
+            priority: job.priority,
+            state: enqueued.state,
+            attempts: 0,
+            max_attempts: job.max_attempts,
+            next_attempt_at: enqueued.state.is_claimable().then_some(enqueued.run_after),
+            last_error_code: None,
+            last_error: None,
+            created_at: enqueued.created_at,
+            updated_at: enqueued.created_at,
+            finished_at: None,
+            lease_owner: None,
+            lease_expires_at: None,
+            lease_generation: 0,
+            heartbeat_at: None,
+            idempotency_key: job.dedup_key,
+            schedule_name: None,
+            scheduled_for: None,
+            lease_expired_at: None,
+            archived: false,
             payload: job.payload,
         }
     }
@@ -279,29 +315,34 @@ pub(crate) async fn enqueue_job(
         job = job.with_trace_context(trace);
     }
     let enqueued = Enqueuer.enqueue(&state.pool, &job).await?;
-    let status = jobwire_core::job_status(&state.pool, enqueued.job_id).await?;
-    if enqueued.duplicate && !sees_tenant(&token, status.tenant.as_deref()) {
-        // Only a producer not bound to a tenant could have written a key of
-        // the scoped shape; still, the job is not this token's to see.
-        return Err(ApiError::Conflict {
-            code: "IDEMPOTENCY_KEY_TAKEN",
-            message:
-                "This idempotency key is held by a job this token cannot see; use another key."
-                    .into(),
-        });
-    }
-    let view = JobView::from(status);
-    let body = Json(EnqueueResponse {
-        job: view,
-        duplicate: enqueued.duplicate,
-    });
     if enqueued.duplicate {
+        // The job that holds the key may have moved on since it was
+        // written: read it.
+        let status = jobwire_core::job_status(&state.pool, enqueued.job_id).await?;
+        if !sees_tenant(&token, status.tenant.as_deref()) {
+            // Only a producer not bound to a tenant could have written a key
+            // of the scoped shape; still, the job is not this token's to see.
+            return Err(ApiError::Conflict {
+                code: "IDEMPOTENCY_KEY_TAKEN",
+                message:
+                    "This idempotency key is held by a job this token cannot see; use another key."
+                        .into(),
+            });
+        }
+        let body = Json(EnqueueResponse {
+            job: JobView::from(status),
+            duplicate: true,
+        });
         return Ok((StatusCode::OK, body).into_response());
     }
     let mut headers = HeaderMap::new();
     if let Ok(location) = HeaderValue::from_str(&format!("/jobs/{}", enqueued.job_id)) {
         headers.insert(header::LOCATION, location);
     }
+    let body = Json(EnqueueResponse {
+        job: JobView::written(job, &enqueued),
+        duplicate: false,
+    });
     Ok((StatusCode::CREATED, headers, body).into_response())
 }
 
