@@ -240,3 +240,59 @@ async fn a_broker_queue_wakes_a_capped_tenant_one_slot_at_a_time(pool: PgPool) {
         .unwrap();
     assert_eq!(next.claimed.len(), 1);
 }
+
+/// Locking a slot row writes it, so a claim locks only the free slots it
+/// hands out: a tenant with one waiting job needs one, not all of them.
+/// Another session, while the claim's transaction is open, can still lock
+/// every other free slot.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_capped_claim_locks_only_the_slots_it_hands_out(pool: PgPool) {
+    const CAP: i64 = 48;
+    jobwire_core::set_tenant_cap(&pool, "q", None, Some(CAP as u32))
+        .await
+        .unwrap();
+    let mut tenants = vec!["big".to_owned()];
+    enqueue_for(&pool, "q", "big", 100).await;
+    for n in 0..10 {
+        let tenant = format!("small-{n}");
+        enqueue_for(&pool, "q", &tenant, 1).await;
+        tenants.push(tenant);
+    }
+    // Every tenant's slot rows exist before the claim (a first claim makes
+    // them, uncommitted, out of the other session's sight).
+    for tenant in &tenants {
+        sqlx::query("SELECT jobwire_ensure_tenant_slots('q', $1, $2)")
+            .bind(tenant)
+            .bind(CAP as i32)
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    let free_slots: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM job_tenant_slots WHERE queue = 'q' AND job_id IS NULL",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(free_slots, CAP * 11);
+
+    let mut claim = pool.begin().await.unwrap();
+    let claimed: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM jobwire_claim_capped('q', 64, 'w', 60000, 0)")
+            .fetch_one(&mut *claim)
+            .await
+            .unwrap();
+    // The big tenant's cap, and each small tenant's one job.
+    assert_eq!(claimed, CAP + 10);
+    let lockable: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT 1 FROM job_tenant_slots
+                               WHERE queue = 'q' AND job_id IS NULL
+                               FOR UPDATE SKIP LOCKED) s",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(lockable, free_slots - claimed);
+    claim.commit().await.unwrap();
+    assert_eq!(held_slots(&pool, "q").await, claimed);
+}
