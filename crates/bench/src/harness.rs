@@ -122,8 +122,8 @@ pub(crate) fn start_queues(
     let worker_config = WorkerConfig {
         runtime: RuntimeConfig::default(),
         queues,
-        claim_batch_size: config.workers,
         claim_linger: config.claim_linger,
+        claim_ahead: config.claim_ahead,
         poll_interval: Duration::from_millis(500),
         receive_wait: Duration::from_millis(200),
         // A consumer group of its own: no run waits on another's members.

@@ -32,6 +32,8 @@ pub struct BenchConfig {
     pub workers: usize,
     /// The worker's claim linger (see `WorkerConfig::claim_linger`).
     pub claim_linger: Duration,
+    /// The worker's local queue (see `WorkerConfig::claim_ahead`).
+    pub claim_ahead: usize,
     /// How long the latency run (and the urgent stream) lasts.
     pub rate_duration: Duration,
     /// Urgent jobs per second during the burst run.
@@ -76,6 +78,7 @@ impl Default for BenchConfig {
         BenchConfig {
             workers: 64,
             claim_linger: WorkerConfig::default().claim_linger,
+            claim_ahead: WorkerConfig::default().claim_ahead,
             rate_duration: Duration::from_secs(10),
             urgent_rate: 50,
             producers: 8,

@@ -104,8 +104,8 @@ async fn write_batch(
             Ok(results) => {
                 bump(&stats.completion_batches);
                 // Results come back in input order.
-                for (result, meta) in results.into_iter().zip(metas) {
-                    record(result, meta, stats);
+                for ((result, meta), (_, outcome)) in results.into_iter().zip(metas).zip(batch) {
+                    record(result, meta, outcome, stats);
                 }
                 return;
             }
@@ -128,7 +128,7 @@ async fn write_batch(
     }
 }
 
-fn record(result: FinishResult, meta: &AttemptMeta, stats: &WorkerStats) {
+fn record(result: FinishResult, meta: &AttemptMeta, outcome: &FinishOutcome, stats: &WorkerStats) {
     let job = &meta.job;
     let job_type = if meta.handled {
         job.job_type.as_str()
@@ -136,6 +136,13 @@ fn record(result: FinishResult, meta: &AttemptMeta, stats: &WorkerStats) {
         metrics::UNKNOWN_JOB_TYPE
     };
     match result {
+        FinishResult::Recorded { job_id, state, .. }
+            if *outcome == FinishOutcome::Returned && state == JobState::RetryWait =>
+        {
+            // Given back unstarted: no attempt was made, so no outcome.
+            bump(&stats.returned);
+            tracing::debug!(%job_id, "returned unstarted");
+        }
         FinishResult::Recorded {
             job_id,
             state,

@@ -7,7 +7,9 @@
 //! - [`Worker`]: per queue, either the PostgreSQL path (SKIP LOCKED batches
 //!   woken by LISTEN/NOTIFY with a jittered poll fallback) or the broker path
 //!   (deliveries as wake-ups for one fenced claim per batch), as the database
-//!   dispatches the queue; per-queue concurrency, staged shutdown.
+//!   dispatches the queue; per-queue concurrency, staged shutdown; on the
+//!   PostgreSQL path, a local queue of jobs claimed ahead of the free slots
+//!   while a backlog of short jobs lasts.
 //! - [`maintenance`]: the lease sweeper, the retention loop and the wake-up
 //!   reconciler, one file each, run together by [`maintenance::Maintenance`].
 #![warn(missing_docs)]
@@ -17,6 +19,7 @@ pub mod builtin;
 mod completer;
 mod handler;
 mod lease_keeper;
+mod local_queue;
 pub mod maintenance;
 pub mod metrics;
 mod postgres_path;

@@ -10,54 +10,92 @@ use std::time::Duration;
 use jobwire_core::WAKE_CHANNEL;
 use jobwire_loop::{IdlePoll, ListenEvent, Pause, sleep, sleep_or_notified};
 use sqlx::PgPool;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use crate::local_queue::{StartGate, StartRate};
 use crate::stats::bump;
 use crate::{JobRuntime, QueueConfig};
+
+/// How one PostgreSQL-path queue claims.
+pub(crate) struct ClaimSettings {
+    /// Most jobs one claim takes.
+    pub(crate) batch_size: usize,
+    /// Most jobs held beyond the queue's slots (the local queue).
+    pub(crate) claim_ahead: usize,
+    /// While a backlog lasts, how long to wait for more room.
+    pub(crate) linger: Duration,
+    /// The idle poll interval.
+    pub(crate) poll_interval: Duration,
+}
 
 /// Claim and run jobs of one PostgreSQL-path queue until `stop`.
 pub(crate) async fn fetch_queue(
     runtime: JobRuntime,
     wake_up: Arc<Notify>,
     queue: QueueConfig,
-    batch_size: usize,
-    linger: Duration,
-    poll_interval: Duration,
+    settings: ClaimSettings,
     stop: CancellationToken,
 ) {
-    let slots = Arc::new(Semaphore::new(queue.concurrency));
+    let ClaimSettings {
+        batch_size,
+        claim_ahead,
+        linger,
+        poll_interval,
+    } = settings;
+    // One permit per job this queue holds, claimed and not yet done: its
+    // slots, and the local queue beyond them. With a local queue, jobs wait
+    // for a handler slot at the gate.
+    let held = Arc::new(Semaphore::new(queue.concurrency + claim_ahead));
+    let gate = (claim_ahead > 0).then(|| StartGate::new(queue.concurrency));
+    let mut start_rate = StartRate::new(std::time::Instant::now());
     let mut error_pause = Pause::standard();
     let mut idle = IdlePoll::new(poll_interval);
     // Whether the last claim filled every slot it asked for.
     let mut backlog = false;
-    let enough = batch_size.min(queue.concurrency).div_ceil(2);
     loop {
-        // Wait for a free slot, then take every free slot up to a batch.
-        let first = tokio::select! {
-            slot = slots.clone().acquire_owned() => slot.expect("semaphore is never closed"),
+        // Jobs held beyond the slots: only while a backlog lasts, and only
+        // as many as the queue starts soon at its recent rate.
+        let ahead = match &gate {
+            Some(gate) => {
+                let soon = start_rate.ahead(gate.starts(), std::time::Instant::now(), claim_ahead);
+                if backlog { soon } else { 0 }
+            }
+            None => 0,
+        };
+        // The permits standing for the part of the local queue not to be
+        // used now are taken along with the first free place, so this
+        // waits until the queue holds fewer jobs than it may.
+        let reserve = claim_ahead - ahead;
+        let mut taken = tokio::select! {
+            permits = held.clone().acquire_many_owned(permits(reserve + 1)) => {
+                permits.expect("semaphore is never closed")
+            }
             _ = stop.cancelled() => return,
         };
-        let mut free = vec![first];
-        while free.len() < batch_size {
-            match slots.clone().try_acquire_owned() {
-                Ok(slot) => free.push(slot),
+        let free = |taken: &OwnedSemaphorePermit| taken.num_permits() - reserve;
+        // Take every free place up to a batch.
+        let limit = batch_size.min(queue.concurrency + ahead);
+        while free(&taken) < limit {
+            match held.clone().try_acquire_owned() {
+                Ok(permit) => taken.merge(permit),
                 Err(_) => break,
             }
         }
-        if backlog && free.len() < enough && !linger.is_zero() {
+        let enough = limit.div_ceil(2);
+        if backlog && free(&taken) < enough && !linger.is_zero() {
             let deadline = tokio::time::Instant::now() + linger;
-            while free.len() < enough {
+            while free(&taken) < enough {
                 tokio::select! {
-                    slot = slots.clone().acquire_owned() => {
-                        free.push(slot.expect("semaphore is never closed"));
+                    permit = held.clone().acquire_owned() => {
+                        taken.merge(permit.expect("semaphore is never closed"));
                     }
                     _ = tokio::time::sleep_until(deadline) => break,
                     _ = stop.cancelled() => return,
                 }
             }
         }
-        let wanted = free.len();
+        let wanted = free(&taken);
         match jobwire_core::claim_batch(
             runtime.pool(),
             &queue.name,
@@ -75,10 +113,14 @@ pub(crate) async fn fetch_queue(
                 if got > 0 {
                     idle.found_work();
                 }
-                for (job, slot) in jobs.into_iter().zip(free.drain(..)) {
-                    runtime.spawn(job, Some(slot));
+                for job in jobs {
+                    let slot = taken.split(1).expect("a permit per job claimed");
+                    match &gate {
+                        Some(gate) => runtime.spawn_ahead(job, slot, gate.clone()),
+                        None => runtime.spawn(job, Some(slot)),
+                    }
                 }
-                drop(free);
+                drop(taken);
                 if got == wanted {
                     // Every slot filled: there is probably more; go again
                     // as soon as a slot frees up.
@@ -89,7 +131,7 @@ pub(crate) async fn fetch_queue(
                 backlog = false;
                 bump(&runtime.stats().database_errors);
                 tracing::warn!(queue = %queue.name, error = %err, "claim failed; backing off");
-                drop(free);
+                drop(taken);
                 if sleep(error_pause.next_after_failure(), &stop)
                     .await
                     .is_cancelled()
@@ -110,6 +152,11 @@ pub(crate) async fn fetch_queue(
             return;
         }
     }
+}
+
+/// A permit count for the semaphore's API.
+fn permits(count: usize) -> u32 {
+    u32::try_from(count).unwrap_or(u32::MAX)
 }
 
 /// Turn NOTIFYs on [`WAKE_CHANNEL`] into "check now" for the matching queue.

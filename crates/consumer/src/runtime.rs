@@ -17,6 +17,7 @@ use tracing::Instrument;
 use crate::completer::{AttemptMeta, Completion, run_completer};
 use crate::handler::RegisteredHandler;
 use crate::lease_keeper::{LeaseTable, run_lease_keeper};
+use crate::local_queue::StartGate;
 use crate::metrics;
 use crate::stats::{WorkerReport, WorkerStats, bump};
 use crate::{CancelReason, HandlerRegistry, JobContext, JobError, JobErrorKind};
@@ -81,6 +82,9 @@ struct Inner {
     outcomes: mpsc::Sender<Completion>,
     /// Every job task, so shutdown can wait for the drain.
     jobs: TaskTracker,
+    /// Cancelled when shutdown begins: a claimed-ahead job still waiting
+    /// for a slot is given back instead of started.
+    stop_starting: CancellationToken,
     stats: Arc<WorkerStats>,
     /// Background tasks and the tokens that stop them (in shutdown order).
     lease_keeper: Mutex<Option<(CancellationToken, JoinHandle<()>)>>,
@@ -151,6 +155,7 @@ impl JobRuntime {
                 leases,
                 outcomes,
                 jobs: TaskTracker::new(),
+                stop_starting: CancellationToken::new(),
                 stats,
                 lease_keeper: Mutex::new(Some((keeper_stop, keeper))),
                 completer: Mutex::new(Some((completer_stop, completer))),
@@ -188,6 +193,22 @@ impl JobRuntime {
     /// as lease owner and [`JobRuntime::lease`] as lease). `slot` is held
     /// until the handler is done, which is how callers bound concurrency.
     pub fn spawn(&self, job: ClaimedJob, slot: Option<OwnedSemaphorePermit>) {
+        self.spawn_with_gate(job, slot, None);
+    }
+
+    /// [`JobRuntime::spawn`] for a job claimed ahead: it starts when `gate`
+    /// gives it a handler slot, or is given back unstarted (see
+    /// [`crate::local_queue`]). `held` is kept until it is done either way.
+    pub(crate) fn spawn_ahead(&self, job: ClaimedJob, held: OwnedSemaphorePermit, gate: StartGate) {
+        self.spawn_with_gate(job, Some(held), Some(gate));
+    }
+
+    fn spawn_with_gate(
+        &self,
+        job: ClaimedJob,
+        slot: Option<OwnedSemaphorePermit>,
+        gate: Option<StartGate>,
+    ) {
         let inner = self.inner.clone();
         // One span per attempt, linked to the span the job was enqueued in.
         let span = tracing::info_span!("job", job_id = %job.lease.job_id,
@@ -198,7 +219,7 @@ impl JobRuntime {
         }
         self.inner.jobs.spawn(
             async move {
-                inner.run_job(job).await;
+                inner.run_job(job, gate).await;
                 drop(slot);
             }
             .instrument(span),
@@ -212,6 +233,7 @@ impl JobRuntime {
     /// stop heartbeats; flush the last outcomes. Returns the final counters.
     pub async fn shutdown(self, drain_timeout: Duration) -> WorkerReport {
         let inner = &self.inner;
+        inner.stop_starting.cancel();
         inner.jobs.close();
         if tokio::time::timeout(drain_timeout, inner.jobs.wait())
             .await
@@ -241,7 +263,7 @@ impl JobRuntime {
 }
 
 impl Inner {
-    async fn run_job(&self, job: ClaimedJob) {
+    async fn run_job(&self, job: ClaimedJob, gate: Option<StartGate>) {
         bump(&self.stats.claimed);
         let lease = job.lease;
         // The claim's instant on the database clock (it set the lease), so
@@ -274,17 +296,39 @@ impl Inner {
             .await;
             return;
         };
-        metrics::record_attempt_start(&job, claimed_at);
-
         let cancel = CancellationToken::new();
         let reason = Arc::new(OnceLock::new());
-        let started = Instant::now();
         self.leases.insert(
             lease,
             cancel.clone(),
             reason.clone(),
-            started + self.config.lease,
+            Instant::now() + self.config.lease,
         );
+        // A claimed-ahead job waits for a handler slot, its lease renewed
+        // meanwhile; one that never gets one is given back unstarted.
+        let turn = match &gate {
+            None => None,
+            Some(gate) => {
+                let turn = tokio::select! {
+                    biased;
+                    _ = cancel.cancelled() => None,
+                    _ = self.stop_starting.cancelled() => None,
+                    turn = gate.turn() => Some(turn),
+                };
+                if turn.is_none() {
+                    self.leases.remove(lease.job_id);
+                    if reason.get() == Some(&CancelReason::LeaseLost) {
+                        bump(&self.stats.lease_lost);
+                    } else {
+                        self.report(lease, FinishOutcome::Returned, meta).await;
+                    }
+                    return;
+                }
+                turn
+            }
+        };
+        metrics::record_attempt_start(&job, claimed_at);
+        let started = Instant::now();
         let attempt = job.attempt;
         let completed = Arc::new(AtomicBool::new(false));
         let ctx = JobContext {
@@ -298,6 +342,7 @@ impl Inner {
         };
         let end = self.run_handler(&registered, ctx, &cancel, &reason).await;
         metrics::record_run_time(&job, started.elapsed());
+        drop(turn);
         self.leases.remove(lease.job_id);
         if completed.load(Ordering::SeqCst) {
             // The handler committed the completion with its own writes.

@@ -33,6 +33,7 @@ pub struct WorkerStats {
     pub(crate) wake_ups_capped: AtomicU64,
     pub(crate) safety_net_claims: AtomicU64,
     pub(crate) completed_by_handler: AtomicU64,
+    pub(crate) returned: AtomicU64,
 }
 
 pub(crate) fn bump(counter: &AtomicU64) {
@@ -70,6 +71,7 @@ impl WorkerStats {
             wake_ups_capped: get(&self.wake_ups_capped),
             safety_net_claims: get(&self.safety_net_claims),
             completed_by_handler: get(&self.completed_by_handler),
+            returned: get(&self.returned),
         }
     }
 }
@@ -135,4 +137,7 @@ pub struct WorkerReport {
     /// Jobs whose handler completed them in its own transaction
     /// ([`crate::JobContext::commit_with_completion`]).
     pub completed_by_handler: u64,
+    /// Jobs claimed ahead of the free slots and given back before a handler
+    /// started them (at shutdown, or cancelled meanwhile): no attempt counted.
+    pub returned: u64,
 }

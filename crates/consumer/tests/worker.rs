@@ -511,3 +511,127 @@ async fn invalid_worker_settings_are_refused(pool: PgPool) {
         .unwrap_err();
     assert!(err.to_string().contains("lease"), "{err}");
 }
+
+/// The local queue: with a backlog of short jobs the worker claims beyond
+/// its slots, yet never runs more handlers than its slots, and counts an
+/// attempt only for a job a handler started. A cancel requested for a job
+/// still waiting cancels it unstarted; at shutdown the jobs still waiting
+/// go back unstarted, due at once.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn claimed_ahead_jobs_count_an_attempt_only_when_a_handler_starts_them(pool: PgPool) {
+    const SLOTS: usize = 4;
+    let starts: Arc<std::sync::Mutex<std::collections::HashMap<Uuid, i32>>> = Arc::default();
+    let running = Arc::new(AtomicUsize::new(0));
+    let most_running = Arc::new(AtomicUsize::new(0));
+    let mut registry = HandlerRegistry::new();
+    {
+        let (starts, running, most_running) =
+            (starts.clone(), running.clone(), most_running.clone());
+        registry.register("quick_or_held", move |ctx: JobContext| {
+            *starts.lock().unwrap().entry(ctx.job_id()).or_default() += 1;
+            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+            most_running.fetch_max(now, Ordering::SeqCst);
+            let running = running.clone();
+            async move {
+                let result = if ctx.payload()["held"] == json!(true) {
+                    ctx.cancelled().await;
+                    Err(JobError::cancelled())
+                } else {
+                    Ok(())
+                };
+                running.fetch_sub(1, Ordering::SeqCst);
+                result
+            }
+        });
+    }
+    // Quick jobs first (lower priority runs first), then jobs that hold
+    // their slot until cancelled: claimed ahead while the quick ones pass,
+    // they fill the slots and wait behind them.
+    let mut jobs: Vec<NewJob> = (0..3000)
+        .map(|i| NewJob::new("quick_or_held", json!({ "i": i })).with_queue("work"))
+        .collect();
+    jobs.extend((0..400).map(|i| {
+        NewJob::new("quick_or_held", json!({ "i": i, "held": true }))
+            .with_queue("work")
+            .with_priority(1)
+    }));
+    jobwire_test_support::enqueue_ids(&pool, &jobs)
+        .await
+        .unwrap();
+    let mut config = test_worker_config("work", SLOTS);
+    config.shutdown_timeout = Duration::from_millis(300);
+    let worker = RunningWorker::start(&pool, registry, config);
+
+    let started_held = || async {
+        let started: Vec<Uuid> = starts.lock().unwrap().keys().copied().collect();
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM jobs WHERE job_id = ANY($1) AND priority = 1",
+        )
+        .bind(started)
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    };
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while started_held().await < SLOTS as i64 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the held jobs never took the slots"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Every slot is held now; the jobs claimed beyond them wait unstarted.
+    let started: Vec<Uuid> = starts.lock().unwrap().keys().copied().collect();
+    let waiting: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT job_id FROM jobs WHERE state = 'RUNNING' AND NOT job_id = ANY($1) ORDER BY job_id",
+    )
+    .bind(&started)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert!(
+        !waiting.is_empty(),
+        "nothing was claimed ahead of the slots"
+    );
+
+    let cancelled = waiting[0];
+    jobwire_core::request_cancel(&pool, cancelled, "test")
+        .await
+        .unwrap();
+    // Seen at the next heartbeat (lease / 3 = 500 ms here).
+    let status = wait_for_state(&pool, cancelled, JobState::Cancelled, WAIT)
+        .await
+        .unwrap();
+    assert_eq!(status.attempt_count, 0, "cancelled before any start");
+    let report = worker.stop().await;
+
+    assert!(most_running.load(Ordering::SeqCst) <= SLOTS);
+    let starts = starts.lock().unwrap().clone();
+    // Id, state, attempts, last error code, lease owner, due.
+    type Row = (Uuid, String, i32, Option<String>, Option<String>, bool);
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT job_id, state, attempt_count, last_error_code, lease_owner,
+                run_after <= now() FROM jobs",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), 3400);
+    let mut returned = 0;
+    for (job_id, state, attempts, error_code, owner, due) in rows {
+        let started = starts.get(&job_id).copied().unwrap_or(0);
+        assert_eq!(
+            attempts, started,
+            "job {job_id} ({state}): attempts against handler starts"
+        );
+        assert!(owner.is_none(), "job {job_id} still leased");
+        if started == 0 && state == "RETRY_WAIT" {
+            // Given back from the local queue: due at once, no error.
+            assert!(due && error_code.is_none(), "job {job_id}");
+            returned += 1;
+        }
+    }
+    assert!(returned > 0, "no claimed-ahead job was waiting at shutdown");
+    assert_eq!(report.returned, returned);
+    assert_eq!(report.cancelled, 1);
+}

@@ -2,9 +2,11 @@
 -- (job_id, lease_owner, lease_generation). A row missing from the result lost
 -- its lease (swept, reclaimed, or already finished): the caller reports Fenced.
 --
--- outcome: 'succeeded' | 'retry' | 'failed' | 'cancel_ack'
+-- outcome: 'succeeded' | 'retry' | 'failed' | 'cancel_ack' | 'returned'
 --   succeeded  -> SUCCEEDED (also from CANCEL_REQUESTED: the work was done)
 --   any other outcome while CANCEL_REQUESTED -> CANCELLED
+--   returned   -> RETRY_WAIT, due as before, the claim's attempt uncounted:
+--                 a job claimed ahead that no handler started
 --   retry      -> RETRY_WAIT at now() + retry_delay_ms, or FAILED when attempts are exhausted
 --   failed     -> FAILED (fatal, dead letter)
 --   cancel_ack -> only from CANCEL_REQUESTED
@@ -16,6 +18,7 @@ UPDATE jobs j
 SET state = CASE
         WHEN o.outcome = 'succeeded' THEN 'SUCCEEDED'
         WHEN j.state = 'CANCEL_REQUESTED' THEN 'CANCELLED'
+        WHEN o.outcome = 'returned' THEN 'RETRY_WAIT'
         WHEN o.outcome = 'retry' AND j.attempt_count < j.max_attempts THEN 'RETRY_WAIT'
         ELSE 'FAILED'
     END,
@@ -25,12 +28,17 @@ SET state = CASE
         ELSE j.run_after
     END,
     finished_at = CASE
+        WHEN o.outcome = 'returned' AND j.state = 'RUNNING' THEN NULL
         WHEN o.outcome = 'retry' AND j.state = 'RUNNING' AND j.attempt_count < j.max_attempts
             THEN NULL
         ELSE now()
     END,
-    last_error_code = CASE WHEN o.outcome = 'succeeded' THEN j.last_error_code ELSE o.error_code END,
-    last_error = CASE WHEN o.outcome = 'succeeded' THEN j.last_error ELSE o.error_message END,
+    last_error_code = CASE WHEN o.outcome IN ('succeeded', 'returned') THEN j.last_error_code
+                           ELSE o.error_code END,
+    last_error = CASE WHEN o.outcome IN ('succeeded', 'returned') THEN j.last_error
+                      ELSE o.error_message END,
+    attempt_count = CASE WHEN o.outcome = 'returned' THEN j.attempt_count - 1
+                         ELSE j.attempt_count END,
     lease_owner = NULL,
     lease_expires_at = NULL,
     updated_at = now()

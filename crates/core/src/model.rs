@@ -382,6 +382,12 @@ pub enum FinishOutcome {
     },
     /// The handler stopped because a cancel was requested: CANCELLED.
     CancelAcknowledged,
+    /// No handler ever started it: a job claimed ahead of the free slots
+    /// (a worker's local queue) and given back, at shutdown or before its
+    /// turn came. Its attempt is uncounted and it is due again at once
+    /// (RETRY_WAIT with its `run_after` unchanged), or CANCELLED if a cancel
+    /// was requested meanwhile.
+    Returned,
 }
 
 impl FinishOutcome {
@@ -391,6 +397,7 @@ impl FinishOutcome {
             FinishOutcome::Retry { .. } => "retry",
             FinishOutcome::Fail { .. } => "failed",
             FinishOutcome::CancelAcknowledged => "cancel_ack",
+            FinishOutcome::Returned => "returned",
         }
     }
 }

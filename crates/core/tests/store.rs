@@ -279,6 +279,87 @@ async fn a_wrong_owner_is_fenced_even_with_the_right_generation(pool: PgPool) {
     assert_eq!(state(&pool, claimed.lease.job_id).await, JobState::Running);
 }
 
+/// A job claimed ahead and given back unstarted: its attempt uncounted,
+/// due as it was, its last error kept, its lease gone and its generation
+/// still raised (the claim's lease is fenced); with a cancel requested
+/// meanwhile, CANCELLED instead.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_returned_job_has_no_attempt_counted(pool: PgPool) {
+    let jobs: Vec<NewJob> = (0..2)
+        .map(|i| NewJob::new("noop", json!({ "i": i })))
+        .collect();
+    let ids = jobwire_test_support::enqueue_ids(&pool, &jobs)
+        .await
+        .unwrap();
+    // A first attempt that failed, so the job has an error to keep.
+    let first = jobwire_core::claim_batch(&pool, "default", "w1", 1, LEASE)
+        .await
+        .unwrap();
+    jobwire_core::fail(
+        &pool,
+        "w1",
+        first[0].lease,
+        Some(Duration::ZERO),
+        "E1",
+        "first try",
+    )
+    .await
+    .unwrap();
+    let before = jobwire_core::job_status(&pool, first[0].lease.job_id)
+        .await
+        .unwrap();
+    let claimed = jobwire_core::claim_batch(&pool, "default", "w1", 10, LEASE)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 2);
+    let cancelled = ids
+        .iter()
+        .find(|id| **id != before.job_id)
+        .copied()
+        .unwrap();
+    jobwire_core::request_cancel(&pool, cancelled, "operator")
+        .await
+        .unwrap();
+    let reports: Vec<(Lease, FinishOutcome)> = claimed
+        .iter()
+        .map(|job| (job.lease, FinishOutcome::Returned))
+        .collect();
+    let results = jobwire_core::finish_many(&pool, "w1", &reports)
+        .await
+        .unwrap();
+    assert!(
+        results
+            .iter()
+            .all(|r| matches!(r, FinishResult::Recorded { .. }))
+    );
+
+    let returned = jobwire_core::job_status(&pool, before.job_id)
+        .await
+        .unwrap();
+    assert_eq!(returned.state, JobState::RetryWait);
+    assert_eq!(returned.attempt_count, 1, "only the first, started attempt");
+    assert_eq!(returned.run_after, before.run_after, "due as it was");
+    assert_eq!(returned.last_error_code.as_deref(), Some("E1"));
+    assert!(returned.lease_owner.is_none() && returned.finished_at.is_none());
+    assert_eq!(returned.lease_generation.0, before.lease_generation.0 + 1);
+    let gone = jobwire_core::job_status(&pool, cancelled).await.unwrap();
+    assert_eq!((gone.state, gone.attempt_count), (JobState::Cancelled, 0));
+    // The claim's lease no longer writes anything.
+    let stale = jobwire_core::finish_many(&pool, "w1", &reports[..1])
+        .await
+        .unwrap();
+    assert!(matches!(stale[0], FinishResult::Fenced { .. }));
+    // And it is claimable again at once.
+    let again = jobwire_core::claim_batch(&pool, "default", "w2", 10, LEASE)
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(
+        (again[0].lease.job_id, again[0].attempt),
+        (before.job_id, 2)
+    );
+}
+
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn batched_finish_records_each_outcome_and_reports_fenced_ones(pool: PgPool) {
     let jobs: Vec<NewJob> = (0..4)

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use jobwire_core::{Dispatch, JobState, NewJob};
+use jobwire_core::{Dispatch, FinishOutcome, JobState, NewJob};
 use jobwire_test_support::expire_lease;
 use serde_json::json;
 use sqlx::PgPool;
@@ -133,6 +133,12 @@ async fn every_way_out_of_running_gives_the_slot_back(pool: PgPool) {
     expire_lease(&pool, job.lease.job_id).await.unwrap();
     let swept = jobwire_core::sweep_expired_leases(&pool, 10).await.unwrap();
     assert_eq!(swept.len(), 1);
+
+    // A job claimed ahead and given back before any handler started it.
+    let job = claim_one().await;
+    jobwire_core::finish_many(&pool, "w", &[(job.lease, FinishOutcome::Returned)])
+        .await
+        .unwrap();
 
     // Even a running job's row deleted by hand.
     let job = claim_one().await;

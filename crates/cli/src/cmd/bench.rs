@@ -30,6 +30,10 @@ pub(crate) struct BenchArgs {
     /// (default: the worker's own default).
     #[arg(long)]
     claim_linger_ms: Option<u64>,
+    /// PostgreSQL path: most jobs claimed beyond the worker slots, held in
+    /// the worker's local queue (default: the worker's own default; 0 off).
+    #[arg(long)]
+    claim_ahead: Option<usize>,
     /// Concurrent producers in the end-to-end run.
     #[arg(long, default_value_t = 8)]
     producers: usize,
@@ -137,6 +141,9 @@ pub(crate) async fn bench(pool: PgPool, args: BenchArgs) -> Result<()> {
             jobwire_consumer::WorkerConfig::default().claim_linger,
             Duration::from_millis,
         ),
+        claim_ahead: args
+            .claim_ahead
+            .unwrap_or(jobwire_consumer::WorkerConfig::default().claim_ahead),
         producers: args.producers,
         end_to_end_runs: args.e2e_runs as usize,
         commit_probe: Duration::from_secs(args.commit_probe_seconds),

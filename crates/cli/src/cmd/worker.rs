@@ -33,6 +33,11 @@ pub(crate) struct WorkerArgs {
     /// Retry backoff cap in milliseconds for the built-in handlers.
     #[arg(long, default_value_t = 900_000)]
     backoff_max_ms: u64,
+    /// PostgreSQL-path queues: most jobs a queue claims beyond its
+    /// concurrency while a backlog of short jobs lasts (only as many as its
+    /// handlers start within 50 ms); 0 claims no more than the free slots.
+    #[arg(long, default_value_t = WorkerConfig::default().claim_ahead)]
+    claim_ahead: usize,
     /// Seconds to let running jobs finish on shutdown before cancelling them.
     #[arg(long, default_value_t = 30)]
     shutdown_timeout_s: u64,
@@ -144,6 +149,7 @@ pub(crate) async fn serve(pool: PgPool, args: WorkerArgs, with_relay: bool) -> R
             ..RuntimeConfig::default()
         },
         queues,
+        claim_ahead: args.claim_ahead,
         shutdown_timeout: Duration::from_secs(args.shutdown_timeout_s),
         safety_net_after: (args.safety_net_after_s > 0)
             .then(|| Duration::from_secs(args.safety_net_after_s)),

@@ -355,7 +355,7 @@ pub async fn finish_many<'c, E: PgExecutor<'c>>(
         generations.push(lease.generation.0);
         kinds.push(outcome.sql_kind());
         match outcome {
-            FinishOutcome::Succeeded => {
+            FinishOutcome::Succeeded | FinishOutcome::Returned => {
                 delays.push(0);
                 codes.push(None);
                 messages.push(None);
