@@ -266,7 +266,11 @@ pub(crate) async fn run_pool(pool: &PgPool, config: &BenchConfig) -> Result<PgPo
     let work = sqlx::postgres::PgPoolOptions::new()
         .max_connections(size)
         .min_connections(size)
-        .connect_with((*pool.connect_options()).clone())
+        .connect_with(
+            (*pool.connect_options())
+                .clone()
+                .application_name(RUN_CONNECTIONS),
+        )
         .await?;
     // Open every connection before the clock runs: setting up connections
     // is not what a run measures (it showed as a slow first second).
@@ -276,6 +280,48 @@ pub(crate) async fn run_pool(pool: &PgPool, config: &BenchConfig) -> Result<PgPo
     }
     drop(held);
     Ok(work)
+}
+
+/// The application name of a run's own connections ([`run_pool`]).
+const RUN_CONNECTIONS: &str = "jobwire-bench-run";
+
+/// Close a run's connections and wait until the server has counted their
+/// writes. A server process reports its row counts to the statistics
+/// system when it exits, after the client has let go (and after it leaves
+/// `pg_stat_activity`), so counters read at once can miss a run's last
+/// writes: a drain that commits a few times a second showed 0.1 rows
+/// written per job. Waits for the processes to leave, then for the row
+/// counter to hold still for 50 ms.
+pub(crate) async fn close_run_pool(pool: &PgPool, work: PgPool) -> Result<()> {
+    work.close().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND application_name = $1",
+        )
+        .bind(RUN_CONNECTIONS)
+        .fetch_one(pool)
+        .await?;
+        if left == 0 {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "{left} of the run's database connections were still open 10 s after it closed them"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut rows = crate::cost::rows_written(pool).await?;
+    loop {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = crate::cost::rows_written(pool).await?;
+        if now == rows || Instant::now() > deadline {
+            return Ok(());
+        }
+        rows = now;
+    }
 }
 
 /// A timed run: connections of its own, the counters at its start, and the
@@ -329,7 +375,7 @@ impl Measurement {
         .await?;
         let seconds = self.started.elapsed().as_secs_f64();
         self.running.stop().await?;
-        self.work.close().await;
+        close_run_pool(pool, self.work).await?;
         let after = counters(pool).await?;
         let result = RunResult {
             jobs: path.jobs,

@@ -132,7 +132,7 @@ pub async fn relay_alone(
     let seconds = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
     node.stop().await?;
-    work.close().await;
+    crate::harness::close_run_pool(pool, work).await?;
     let after = counters(pool).await?;
     clean_up(transport.as_ref(), &topic).await;
     Ok(Some(RelayRun {
