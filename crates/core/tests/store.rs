@@ -729,6 +729,18 @@ async fn bad_input_is_rejected_before_anything_is_written(pool: PgPool) {
         ),
         "{err}"
     );
+    // One job alone takes the statement without arrays: the same refusal.
+    let err = jobwire_core::enqueue(&pool, &batch[1]).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::PayloadTooLarge {
+                size: 25,
+                limit: 16
+            }
+        ),
+        "{err}"
+    );
     let count: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
         .fetch_one(&pool)
         .await
@@ -740,6 +752,72 @@ async fn bad_input_is_rejected_before_anything_is_written(pool: PgPool) {
             .await
             .is_err()
     );
+}
+
+/// A job enqueued alone without a dedup key takes a statement of its own
+/// (no arrays): it must be written exactly as the same job in a batch.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_single_job_is_written_as_a_batch_writes_it(pool: PgPool) {
+    let trace = jobwire_core::TraceContext::parse(
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        Some("vendor=1"),
+    )
+    .unwrap();
+    let jobs = [
+        NewJob::new("report", json!({"n": 1.5, "s": "ü"}))
+            .with_queue("q")
+            .with_priority(-2)
+            .with_max_attempts(3)
+            .with_tenant("acme")
+            .with_delay(TimeDelta::seconds(60))
+            .with_trace_context(trace),
+        NewJob::new("report", json!({})).with_run_at(Utc::now() - TimeDelta::hours(1)),
+    ];
+    // The columns a caller chooses, the state and counters a new job starts
+    // with, and whether its run waits the delay.
+    type Stored = (
+        String,
+        String,
+        i16,
+        serde_json::Value,
+        i32,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        String,
+        i32,
+        i64,
+        bool,
+    );
+    let stored = |job_id: Uuid| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_as::<_, Stored>(
+                "SELECT queue, job_type, priority, payload, max_attempts, traceparent, tracestate,
+                        tenant, state, attempt_count, lease_generation,
+                        run_after > created_at + interval '59 seconds'
+                 FROM jobs WHERE job_id = $1",
+            )
+            .bind(job_id)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    for job in &jobs {
+        let alone = jobwire_core::enqueue(&pool, job).await.unwrap();
+        let batch = jobwire_core::enqueue_many(&pool, &[job.clone(), job.clone()])
+            .await
+            .unwrap();
+        assert!(!alone.duplicate);
+        assert_eq!(alone.state, batch[0].state);
+        assert_eq!(stored(alone.job_id).await, stored(batch[0].job_id).await);
+        let status = jobwire_core::job_status(&pool, alone.job_id).await.unwrap();
+        assert_eq!(
+            (status.run_after, status.created_at),
+            (alone.run_after, alone.created_at)
+        );
+    }
 }
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]

@@ -59,6 +59,35 @@ struct EnqueueColumns {
     tenants: Vec<Option<String>>,
 }
 
+/// The everyday enqueue: one job, no dedup key, so no key to resolve and
+/// nothing to return but the new row (`sql/enqueue_one.sql`).
+async fn enqueue_one_without_key(conn: &mut PgConnection, job: &NewJob) -> Result<EnqueuedJob> {
+    let current_trace = crate::TraceContext::current();
+    let trace = job.trace_context.as_ref().or(current_trace.as_ref());
+    let (job_id, state, run_after, created_at) =
+        sqlx::query_as(include_str!("../../sql/enqueue_one.sql"))
+            .bind(Uuid::now_v7())
+            .bind(&job.queue)
+            .bind(&job.job_type)
+            .bind(job.priority)
+            .bind(&job.payload)
+            .bind(job.max_attempts)
+            .bind(job.run_at)
+            .bind(job.delay.map(|delay| delay.num_milliseconds()))
+            .bind(trace.map(|trace| trace.traceparent.as_str()))
+            .bind(trace.and_then(|trace| trace.tracestate.as_deref()))
+            .bind(job.tenant.as_deref())
+            .fetch_one(&mut *conn)
+            .await?;
+    Ok(EnqueuedJob {
+        job_id,
+        duplicate: false,
+        state,
+        run_after,
+        created_at,
+    })
+}
+
 #[derive(sqlx::FromRow)]
 struct EnqueueRow {
     ord: i64,
@@ -167,6 +196,11 @@ impl Enqueuer {
         }
         if jobs.is_empty() {
             return Ok(Vec::new());
+        }
+        if let [job] = jobs
+            && job.dedup_key.is_none()
+        {
+            return Ok(vec![enqueue_one_without_key(conn, job).await?]);
         }
         let mut results: Vec<Option<EnqueuedJob>> = vec![None; jobs.len()];
         // Indices into `jobs` still to write; after the first round only rows
