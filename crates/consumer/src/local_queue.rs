@@ -8,9 +8,11 @@
 //! recorded as [`jobwire_core::FinishOutcome::Returned`], its attempt
 //! uncounted. How many jobs a queue claims ahead follows how fast it starts
 //! them ([`StartRate`]): no more than it starts within
-//! [`LOCAL_QUEUE_HORIZON`], so that a claimed-ahead job never waits long,
-//! and a worker busy with slow jobs does not hoard jobs another worker
-//! could start.
+//! [`LOCAL_QUEUE_HORIZON`], so that a worker busy with slow jobs does not
+//! hoard jobs another worker could start; and one that waited
+//! [`LOCAL_QUEUE_MAX_WAIT`] all the same (the pace fell after its claim) is
+//! given back. The jobs of one claim reach the gate in the order their
+//! tasks first run, which is nearly but not exactly the claim's order.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +24,12 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// current pace: the local queue holds no more jobs than the queue starts
 /// in this time.
 pub(crate) const LOCAL_QUEUE_HORIZON: Duration = Duration::from_millis(50);
+
+/// The longest a claimed-ahead job waits for a slot before it is given
+/// back (due at once, its attempt uncounted): its queue's handlers slowed
+/// down after it was claimed (long jobs took every slot, say), and another
+/// worker may have room for it.
+pub(crate) const LOCAL_QUEUE_MAX_WAIT: Duration = Duration::from_secs(1);
 
 /// Where a claimed-ahead job waits for one of its queue's handler slots.
 #[derive(Clone)]

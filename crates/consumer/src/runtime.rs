@@ -17,7 +17,7 @@ use tracing::Instrument;
 use crate::completer::{AttemptMeta, Completion, run_completer};
 use crate::handler::RegisteredHandler;
 use crate::lease_keeper::{LeaseTable, run_lease_keeper};
-use crate::local_queue::StartGate;
+use crate::local_queue::{LOCAL_QUEUE_MAX_WAIT, StartGate};
 use crate::metrics;
 use crate::stats::{WorkerReport, WorkerStats, bump};
 use crate::{CancelReason, HandlerRegistry, JobContext, JobError, JobErrorKind};
@@ -313,15 +313,18 @@ impl Inner {
                     biased;
                     _ = cancel.cancelled() => None,
                     _ = self.stop_starting.cancelled() => None,
+                    // The handlers slowed down since the claim: let another
+                    // worker (or this one, later) have it.
+                    _ = tokio::time::sleep(LOCAL_QUEUE_MAX_WAIT) => None,
                     turn = gate.turn() => Some(turn),
                 };
                 if turn.is_none() {
                     self.leases.remove(lease.job_id);
-                    if reason.get() == Some(&CancelReason::LeaseLost) {
-                        bump(&self.stats.lease_lost);
-                    } else {
-                        self.report(lease, FinishOutcome::Returned, meta).await;
-                    }
+                    // Given back whatever ended the wait, a lost lease too:
+                    // the write is fenced, so it changes nothing if the lease
+                    // did move on (reported as fenced), and otherwise spares
+                    // the job the attempt a lapsed lease would cost it.
+                    self.report(lease, FinishOutcome::Returned, meta).await;
                     return;
                 }
                 turn

@@ -61,7 +61,8 @@ pub struct WorkerConfig {
     /// at their recent pace (none for slow jobs), so that one claim and one
     /// completion batch serve hundreds of short jobs. A job's attempt starts
     /// when its handler does; one given back unstarted (shutdown, a cancel
-    /// request) has no attempt counted. Zero turns it off.
+    /// request, a lost lease, or a wait for a slot past one second) has no
+    /// attempt counted. Zero turns it off.
     pub claim_ahead: usize,
     /// PostgreSQL path, while a backlog lasts (the last claim filled every
     /// slot it asked for): how long to wait for more running jobs to finish
@@ -133,6 +134,18 @@ impl WorkerConfig {
                     queue.name
                 )));
             }
+        }
+        // The local queue and the slots share one semaphore.
+        if self.queues.iter().any(|queue| {
+            queue
+                .concurrency
+                .checked_add(self.claim_ahead)
+                .is_none_or(|held| held > tokio::sync::Semaphore::MAX_PERMITS)
+        }) {
+            return Err(WorkerError::Config(format!(
+                "a queue's concurrency plus claim_ahead ({}) is too large",
+                self.claim_ahead
+            )));
         }
         if self.claim_batch_size == 0 {
             return Err(WorkerError::Config(

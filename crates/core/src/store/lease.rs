@@ -63,7 +63,8 @@ impl ClaimedRow {
 /// (priority, then run_after), skipping rows other claimers hold. Each claim
 /// raises the job's generation and counts an attempt. A paused queue yields
 /// none. On a queue with tenant caps, tenants take turns and a capped
-/// tenant's jobs start only into its free slots (docs/tenants.md).
+/// tenant's jobs start only into its free slots (docs/tenants.md), at most
+/// 100 a claim whatever `limit` asks.
 pub async fn claim_batch<'c, A: Acquire<'c, Database = Postgres>>(
     conn: A,
     queue: &str,
@@ -91,6 +92,9 @@ pub async fn claim_overdue<'c, A: Acquire<'c, Database = Postgres>>(
     claim_due_for(conn, queue, waited, owner, limit, lease).await
 }
 
+/// Most jobs one capped claim takes (see [`claim_due_for`]).
+const CAPPED_CLAIM_LIMIT: i64 = 100;
+
 async fn claim_due_for<'c, A: Acquire<'c, Database = Postgres>>(
     conn: A,
     queue: &str,
@@ -102,7 +106,7 @@ async fn claim_due_for<'c, A: Acquire<'c, Database = Postgres>>(
     let mut conn = conn.acquire().await?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     // claim_batch.sql and claim_capped.sql take the same parameters.
-    let claim = |sql| {
+    let claim = |sql, limit: i64| {
         sqlx::query_as::<_, ClaimedRow>(sql)
             .bind(queue)
             .bind(limit)
@@ -118,14 +122,21 @@ async fn claim_due_for<'c, A: Acquire<'c, Database = Postgres>>(
     let mut rows: Vec<ClaimedRow> = if capped {
         Vec::new()
     } else {
-        claim(include_str!("../../sql/claim_batch.sql"))
+        claim(include_str!("../../sql/claim_batch.sql"), limit)
             .fetch_all(&mut *conn)
             .await?
     };
     if capped || (rows.is_empty() && super::tenants::is_capped(&mut conn, queue).await?) {
-        rows = claim(include_str!("../../sql/claim_capped.sql"))
-            .fetch_all(&mut *conn)
-            .await?;
+        // The capped claim locks up to its limit of jobs for each uncapped
+        // tenant (and for the jobs without one) before it picks its limit
+        // among them all, so a limit sized for a local queue would lock
+        // hundreds of rows it does not take.
+        rows = claim(
+            include_str!("../../sql/claim_capped.sql"),
+            limit.min(CAPPED_CLAIM_LIMIT),
+        )
+        .fetch_all(&mut *conn)
+        .await?;
     }
     rows.into_iter().map(ClaimedRow::into_claimed).collect()
 }
