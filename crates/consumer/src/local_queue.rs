@@ -4,14 +4,13 @@
 //!
 //! A claimed-ahead job holds its lease from the claim, but no handler slot:
 //! it waits here for one ([`StartGate`]). Its attempt starts when its
-//! handler does; one given back before that (shutdown, a cancel request) is
-//! recorded as [`jobwire_core::FinishOutcome::Returned`], its attempt
-//! uncounted. How many jobs a queue claims ahead follows how fast it starts
-//! them ([`StartRate`]): no more than it starts within
+//! handler does; one given back before that (shutdown, a cancel request, a
+//! lost lease, a wait past [`LOCAL_QUEUE_MAX_WAIT`] because the pace fell
+//! after its claim) is recorded as [`jobwire_core::FinishOutcome::Returned`],
+//! its attempt uncounted. How many jobs a queue claims ahead follows how
+//! fast it starts them ([`StartRate`]): no more than it starts within
 //! [`LOCAL_QUEUE_HORIZON`], so that a worker busy with slow jobs does not
-//! hoard jobs another worker could start; and one that waited
-//! [`LOCAL_QUEUE_MAX_WAIT`] all the same (the pace fell after its claim) is
-//! given back. The jobs of one claim reach the gate in the order their
+//! hoard jobs another worker could start. The jobs of one claim reach the gate in the order their
 //! tasks first run, which is nearly but not exactly the claim's order.
 
 use std::sync::Arc;

@@ -138,6 +138,8 @@ pub struct WorkerReport {
     /// ([`crate::JobContext::commit_with_completion`]).
     pub completed_by_handler: u64,
     /// Jobs claimed ahead of the free slots and given back before a handler
-    /// started them (at shutdown, or cancelled meanwhile): no attempt counted.
+    /// started them (at shutdown, after a long wait for a slot, or with
+    /// their lease lost): no attempt counted. Those cancelled meanwhile
+    /// count as cancelled.
     pub returned: u64,
 }

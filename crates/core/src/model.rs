@@ -383,8 +383,9 @@ pub enum FinishOutcome {
     /// The handler stopped because a cancel was requested: CANCELLED.
     CancelAcknowledged,
     /// No handler ever started it: a job claimed ahead of the free slots
-    /// (a worker's local queue) and given back, at shutdown or before its
-    /// turn came. Its attempt is uncounted and it is due again at once
+    /// (a worker's local queue) and given back before its turn came (at
+    /// shutdown, on a cancel request or a lost lease, or after a long wait
+    /// for a slot). Its attempt is uncounted and it is due again at once
     /// (RETRY_WAIT with its `run_after` unchanged), or CANCELLED if a cancel
     /// was requested meanwhile.
     Returned,

@@ -32,6 +32,13 @@ async fn state(pool: &PgPool, job_id: Uuid) -> JobState {
     jobwire_core::job_status(pool, job_id).await.unwrap().state
 }
 
+async fn jobs_in_table(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM jobs")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
 fn is_fenced<T: std::fmt::Debug>(result: jobwire_core::Result<T>) -> bool {
     matches!(result, Err(Error::Fenced { .. }))
 }
@@ -658,11 +665,7 @@ async fn the_same_dedup_key_twice_yields_one_job(pool: PgPool) {
     assert_eq!(duplicates, vec![false, true, true, false]);
     assert_eq!(results[0].job_id, results[1].job_id);
     assert_eq!(results[2].job_id, first.job_id);
-    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    assert_eq!(count, 3);
+    assert_eq!(jobs_in_table(&pool).await, 3);
 }
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
@@ -702,11 +705,7 @@ async fn bad_input_is_rejected_before_anything_is_written(pool: PgPool) {
     // One bad job in a batch rejects the whole batch, writing nothing.
     let batch = vec![NewJob::new("noop", json!({})), NewJob::new("", json!({}))];
     assert!(jobwire_core::enqueue_many(&pool, &batch).await.is_err());
-    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    assert_eq!(count, 0);
+    assert_eq!(jobs_in_table(&pool).await, 0);
 
     // The limit is a database setting; the error names both sizes, and a
     // batch with one oversized payload writes nothing.
@@ -741,11 +740,7 @@ async fn bad_input_is_rejected_before_anything_is_written(pool: PgPool) {
         ),
         "{err}"
     );
-    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    assert_eq!(count, 0);
+    assert_eq!(jobs_in_table(&pool).await, 0);
     assert!(jobwire_core::set_max_payload_bytes(&pool, 0).await.is_err());
     assert!(
         jobwire_core::set_max_payload_bytes(&pool, jobwire_core::PAYLOAD_CEILING_BYTES + 1)
