@@ -141,6 +141,7 @@ fn record(result: FinishResult, meta: &AttemptMeta, outcome: &FinishOutcome, sta
         {
             // Given back unstarted: no attempt was made, so no outcome.
             bump(&stats.returned);
+            metrics::record_returned(&job.queue);
             tracing::debug!(%job_id, "returned unstarted");
         }
         FinishResult::Recorded {

@@ -60,6 +60,13 @@ impl StartGate {
         slot
     }
 
+    /// A handler slot if one is free now (no place in line is taken).
+    pub(crate) fn try_turn(&self) -> Option<OwnedSemaphorePermit> {
+        let slot = self.slots.clone().try_acquire_owned().ok()?;
+        self.starts.fetch_add(1, Ordering::Relaxed);
+        Some(slot)
+    }
+
     /// Jobs given a slot so far.
     pub(crate) fn starts(&self) -> u64 {
         self.starts.load(Ordering::Relaxed)

@@ -8,7 +8,9 @@
 use std::time::Duration;
 
 use jobwire_core::JobState;
-use metrics::{Unit, counter, describe_counter, describe_histogram, histogram};
+use metrics::{
+    Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
+};
 
 /// Jobs claimed, by queue and how they were found (`postgres`: the
 /// PostgreSQL path; `broker`: a wake-up; `safety_net`: straight from the
@@ -20,8 +22,14 @@ pub const ATTEMPTS: &str = "jobwire_job_attempts_total";
 /// cancelled), or `fenced` (the table refused: the lease was lost) and
 /// `lease_lost` (the worker gave up the attempt before reporting).
 pub const OUTCOMES: &str = "jobwire_job_outcomes_total";
-/// Seconds from when a job became due (run_after) to its claim.
+/// Seconds from when a job became due (run_after) to its handler's start.
 pub const QUEUE_WAIT: &str = "jobwire_job_queue_wait_seconds";
+/// Jobs a worker claimed ahead of its free handler slots (the PostgreSQL
+/// path's local queue), waiting for one now.
+pub const CLAIMED_AHEAD: &str = "jobwire_jobs_claimed_ahead";
+/// Jobs claimed ahead and given back unstarted (shutdown, a cancel
+/// request, a lost lease, a wait for a slot past its bound).
+pub const RETURNED: &str = "jobwire_jobs_returned_total";
 /// Seconds a handler ran, per attempt.
 pub const RUN_TIME: &str = "jobwire_job_run_seconds";
 /// Seconds from enqueue (created_at) to the terminal outcome.
@@ -66,7 +74,17 @@ pub fn describe() {
     describe_histogram!(
         QUEUE_WAIT,
         Unit::Seconds,
-        "Time from run_after (due) to claim."
+        "Time from run_after (due) to the handler's start."
+    );
+    describe_gauge!(
+        CLAIMED_AHEAD,
+        Unit::Count,
+        "Jobs claimed ahead of the free handler slots, waiting for one, by queue."
+    );
+    describe_counter!(
+        RETURNED,
+        Unit::Count,
+        "Jobs claimed ahead and given back unstarted, by queue."
     );
     describe_histogram!(RUN_TIME, Unit::Seconds, "Time a handler ran, per attempt.");
     describe_histogram!(
@@ -135,16 +153,38 @@ pub(crate) fn record_claims(jobs: &[jobwire_core::ClaimedJob], path: ClaimPath) 
 }
 
 /// A claimed job's handler starts: one attempt, and how long it waited
-/// since it became due (both instants on the database clock).
+/// since it became due (`started_at` on the database clock: the claim's
+/// instant plus the time the job then waited here for a slot).
 pub(crate) fn record_attempt_start(
     job: &jobwire_core::ClaimedJob,
-    claimed_at: chrono::DateTime<chrono::Utc>,
+    started_at: chrono::DateTime<chrono::Utc>,
 ) {
     counter!(ATTEMPTS, "queue" => job.queue.clone(), "job_type" => job.job_type.clone())
         .increment(1);
-    let waited = (claimed_at - job.run_after).to_std().unwrap_or_default();
+    let waited = (started_at - job.run_after).to_std().unwrap_or_default();
     histogram!(QUEUE_WAIT, "queue" => job.queue.clone(), "job_type" => job.job_type.clone())
         .record(waited.as_secs_f64());
+}
+
+/// One claimed-ahead job of `queue` waits for a handler slot, for as long
+/// as this lives (dropped when the wait ends, however it ends).
+pub(crate) struct WaitingForSlot(String);
+
+impl WaitingForSlot {
+    pub(crate) fn new(queue: &str) -> Self {
+        gauge!(CLAIMED_AHEAD, "queue" => queue.to_owned()).increment(1.0);
+        WaitingForSlot(queue.to_owned())
+    }
+}
+
+impl Drop for WaitingForSlot {
+    fn drop(&mut self) {
+        gauge!(CLAIMED_AHEAD, "queue" => std::mem::take(&mut self.0)).decrement(1.0);
+    }
+}
+
+pub(crate) fn record_returned(queue: &str) {
+    counter!(RETURNED, "queue" => queue.to_owned()).increment(1);
 }
 
 pub(crate) fn record_run_time(job: &jobwire_core::ClaimedJob, ran: Duration) {

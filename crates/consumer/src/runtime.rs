@@ -309,14 +309,23 @@ impl Inner {
         let turn = match &gate {
             None => None,
             Some(gate) => {
-                let turn = tokio::select! {
-                    biased;
-                    _ = cancel.cancelled() => None,
-                    _ = self.stop_starting.cancelled() => None,
-                    // The handlers slowed down since the claim: let another
-                    // worker (or this one, later) have it.
-                    _ = tokio::time::sleep(LOCAL_QUEUE_MAX_WAIT) => None,
-                    turn = gate.turn() => Some(turn),
+                let turn = if cancel.is_cancelled() || self.stop_starting.is_cancelled() {
+                    None
+                } else if let Some(turn) = gate.try_turn() {
+                    Some(turn)
+                } else {
+                    // Counted only when it does wait: most claimed-ahead
+                    // jobs of a drain find a slot free at once.
+                    let _waiting = metrics::WaitingForSlot::new(&job.queue);
+                    tokio::select! {
+                        biased;
+                        _ = cancel.cancelled() => None,
+                        _ = self.stop_starting.cancelled() => None,
+                        // The handlers slowed down since the claim: let
+                        // another worker (or this one, later) have it.
+                        _ = tokio::time::sleep(LOCAL_QUEUE_MAX_WAIT) => None,
+                        turn = gate.turn() => Some(turn),
+                    }
                 };
                 if turn.is_none() {
                     self.leases.remove(lease.job_id);
@@ -330,7 +339,11 @@ impl Inner {
                 turn
             }
         };
-        metrics::record_attempt_start(&job, claimed_at);
+        // The start on the database clock: the claim's instant, plus the
+        // time since then on this worker's monotonic clock.
+        let started_at =
+            claimed_at + chrono::Duration::from_std(meta.claimed.elapsed()).unwrap_or_default();
+        metrics::record_attempt_start(&job, started_at);
         let started = Instant::now();
         let attempt = job.attempt;
         let completed = Arc::new(AtomicBool::new(false));

@@ -512,11 +512,25 @@ async fn invalid_worker_settings_are_refused(pool: PgPool) {
     assert!(err.to_string().contains("lease"), "{err}");
 }
 
+/// The queue of the local-queue test, named only there: its metrics are
+/// read from the recorder every test of this binary shares.
+const AHEAD_QUEUE: &str = "claimed_ahead";
+
+/// The value of `name{queue="<queue>"}` in a Prometheus text rendering
+/// (0 when absent: a series not yet recorded).
+fn sample(text: &str, name: &str, queue: &str) -> f64 {
+    let series = format!("{name}{{queue=\"{queue}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&series))
+        .map_or(0.0, |value| value.trim().parse().unwrap())
+}
+
 /// The local queue: with a backlog of short jobs the worker claims beyond
 /// its slots, yet never runs more handlers than its slots, and counts an
 /// attempt only for a job a handler started. A cancel requested for a job
 /// still waiting cancels it unstarted; jobs that wait too long for a slot
-/// go back unstarted, due at once.
+/// go back unstarted, due at once. The worker's metrics show the jobs
+/// waiting for a slot and count those given back.
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn claimed_ahead_jobs_count_an_attempt_only_when_a_handler_starts_them(pool: PgPool) {
     const SLOTS: usize = 4;
@@ -548,21 +562,24 @@ async fn claimed_ahead_jobs_count_an_attempt_only_when_a_handler_starts_them(poo
     // their slot until cancelled: claimed ahead while the quick ones pass,
     // they fill the slots and wait behind them.
     let mut jobs: Vec<NewJob> = (0..3000)
-        .map(|i| NewJob::new("quick_or_held", json!({ "i": i })).with_queue("work"))
+        .map(|i| NewJob::new("quick_or_held", json!({ "i": i })).with_queue(AHEAD_QUEUE))
         .collect();
     jobs.extend((0..400).map(|i| {
         NewJob::new("quick_or_held", json!({ "i": i, "held": true }))
-            .with_queue("work")
+            .with_queue(AHEAD_QUEUE)
             .with_priority(1)
     }));
     jobwire_test_support::enqueue_ids(&pool, &jobs)
         .await
         .unwrap();
-    let mut config = test_worker_config("work", SLOTS);
+    let mut config = test_worker_config(AHEAD_QUEUE, SLOTS);
     config.shutdown_timeout = Duration::from_millis(300);
     // A lease no late heartbeat loses on a busy machine: a waiting job
     // swept meanwhile would be charged an attempt by the sweeper.
     config.runtime.lease = Duration::from_secs(10);
+    // The process's recorder (shared by the tests of this binary, hence a
+    // queue name no other test uses).
+    let metrics = jobwire_server::metrics::Metrics::install().unwrap();
     let worker = RunningWorker::start(&pool, registry, config);
 
     let started_held = || async {
@@ -595,6 +612,12 @@ async fn claimed_ahead_jobs_count_an_attempt_only_when_a_handler_starts_them(poo
     assert!(
         !waiting.is_empty(),
         "nothing was claimed ahead of the slots"
+    );
+    let shown = sample(&metrics.render(), "jobwire_jobs_claimed_ahead", AHEAD_QUEUE);
+    assert!(
+        (1.0..=waiting.len() as f64).contains(&shown),
+        "{shown} jobs shown waiting for a slot, {} in the table",
+        waiting.len()
     );
 
     let cancelled = waiting[0];
@@ -654,4 +677,14 @@ async fn claimed_ahead_jobs_count_an_attempt_only_when_a_handler_starts_them(poo
     assert!(returned > 0, "no claimed-ahead job was given back");
     assert_eq!(report.returned, returned);
     assert_eq!(report.cancelled, 1);
+    let text = metrics.render();
+    assert_eq!(
+        sample(&text, "jobwire_jobs_returned_total", AHEAD_QUEUE),
+        returned as f64
+    );
+    assert_eq!(
+        sample(&text, "jobwire_jobs_claimed_ahead", AHEAD_QUEUE),
+        0.0,
+        "none waits once the worker stopped"
+    );
 }
