@@ -36,13 +36,17 @@ pub(crate) struct AttemptMeta {
 }
 
 impl AttemptMeta {
-    /// Time since enqueue: the database's created_at -> claim, plus this
-    /// worker's monotonic time since the claim (no wall clocks compared).
+    /// Now on the database clock: the claim's instant plus this worker's
+    /// monotonic time since the claim (no wall clocks compared).
+    pub(crate) fn now_on_database_clock(&self) -> DateTime<Utc> {
+        self.claimed_at + chrono::Duration::from_std(self.claimed.elapsed()).unwrap_or_default()
+    }
+
+    /// Time since enqueue (created_at), on the database clock.
     pub(crate) fn since_enqueue(&self) -> Duration {
-        (self.claimed_at - self.job.created_at)
+        (self.now_on_database_clock() - self.job.created_at)
             .to_std()
             .unwrap_or_default()
-            + self.claimed.elapsed()
     }
 }
 

@@ -168,18 +168,19 @@ pub(crate) fn record_attempt_start(
 
 /// One claimed-ahead job of `queue` waits for a handler slot, for as long
 /// as this lives (dropped when the wait ends, however it ends).
-pub(crate) struct WaitingForSlot(String);
+pub(crate) struct WaitingForSlot(metrics::Gauge);
 
 impl WaitingForSlot {
     pub(crate) fn new(queue: &str) -> Self {
-        gauge!(CLAIMED_AHEAD, "queue" => queue.to_owned()).increment(1.0);
-        WaitingForSlot(queue.to_owned())
+        let waiting = gauge!(CLAIMED_AHEAD, "queue" => queue.to_owned());
+        waiting.increment(1.0);
+        WaitingForSlot(waiting)
     }
 }
 
 impl Drop for WaitingForSlot {
     fn drop(&mut self) {
-        gauge!(CLAIMED_AHEAD, "queue" => std::mem::take(&mut self.0)).decrement(1.0);
+        self.0.decrement(1.0);
     }
 }
 

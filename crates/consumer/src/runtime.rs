@@ -339,11 +339,7 @@ impl Inner {
                 turn
             }
         };
-        // The start on the database clock: the claim's instant, plus the
-        // time since then on this worker's monotonic clock.
-        let started_at =
-            claimed_at + chrono::Duration::from_std(meta.claimed.elapsed()).unwrap_or_default();
-        metrics::record_attempt_start(&job, started_at);
+        metrics::record_attempt_start(&job, meta.now_on_database_clock());
         let started = Instant::now();
         let attempt = job.attempt;
         let completed = Arc::new(AtomicBool::new(false));
