@@ -120,7 +120,10 @@ pub(crate) fn start_queues(
     runs: &Runs,
 ) -> Running {
     let worker_config = WorkerConfig {
-        runtime: RuntimeConfig::default(),
+        runtime: RuntimeConfig {
+            completion_linger: config.completion_linger,
+            ..RuntimeConfig::default()
+        },
         queues,
         claim_linger: config.claim_linger,
         claim_ahead: config.claim_ahead,

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use jobwire_consumer::WorkerConfig;
+use jobwire_consumer::{RuntimeConfig, WorkerConfig};
 use jobwire_transport::Transport;
 
 /// One dispatch path under test.
@@ -32,6 +32,8 @@ pub struct BenchConfig {
     pub workers: usize,
     /// The worker's claim linger (see `WorkerConfig::claim_linger`).
     pub claim_linger: Duration,
+    /// The worker's completion linger (see `RuntimeConfig::completion_linger`).
+    pub completion_linger: Duration,
     /// The worker's local queue (see `WorkerConfig::claim_ahead`).
     pub claim_ahead: usize,
     /// How long the latency run (and the urgent stream) lasts.
@@ -78,6 +80,7 @@ impl Default for BenchConfig {
         BenchConfig {
             workers: 64,
             claim_linger: WorkerConfig::default().claim_linger,
+            completion_linger: RuntimeConfig::default().completion_linger,
             claim_ahead: WorkerConfig::default().claim_ahead,
             rate_duration: Duration::from_secs(10),
             urgent_rate: 50,

@@ -2,6 +2,7 @@
 //! statement each.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -20,6 +21,8 @@ pub(crate) struct Completion {
     pub(crate) lease: Lease,
     pub(crate) outcome: FinishOutcome,
     pub(crate) meta: AttemptMeta,
+    /// Counts the outcome as still to come until the completer takes it.
+    pub(crate) pending: PendingOutcome,
 }
 
 /// The attempt an outcome belongs to, for its metrics.
@@ -50,23 +53,72 @@ impl AttemptMeta {
     }
 }
 
+/// The jobs one runtime holds whose outcomes the completer has not taken
+/// yet (starting, running, waiting for a handler slot, or sent). Their
+/// outcomes are on their way, so the completer waits a moment for them.
+#[derive(Clone, Default)]
+pub(crate) struct PendingOutcomes(Arc<AtomicUsize>);
+
+impl PendingOutcomes {
+    /// A job is taken on; it counts until the guard is dropped: by the
+    /// completer as it takes the outcome (so on taking the last one it sees
+    /// none pending), or when the job ends without one (a lost lease).
+    pub(crate) fn enter(&self) -> PendingOutcome {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        PendingOutcome(self.0.clone())
+    }
+
+    fn any(&self) -> bool {
+        self.0.load(Ordering::SeqCst) > 0
+    }
+}
+
+/// One job's outcome still to come (see [`PendingOutcomes::enter`]).
+pub(crate) struct PendingOutcome(Arc<AtomicUsize>);
+
+impl Drop for PendingOutcome {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// What the completer writes with and how it batches.
+pub(crate) struct CompleterConfig {
+    pub(crate) pool: PgPool,
+    /// The lease owner every outcome is fenced with.
+    pub(crate) owner: Arc<str>,
+    /// Most outcomes one statement writes.
+    pub(crate) batch_size: usize,
+    /// How long to wait for more outcomes while some are still to come.
+    pub(crate) linger: Duration,
+    pub(crate) pending: PendingOutcomes,
+    pub(crate) stats: Arc<WorkerStats>,
+}
+
 /// How many times the last batch is retried at shutdown when the database is
 /// unreachable. Outcomes that still cannot be written are safe to lose: their
 /// leases lapse and the sweeper retries those jobs.
 const FINAL_FLUSH_TRIES: u32 = 5;
 
 /// Write outcomes as they arrive. Whatever queued up while the previous
-/// statement ran goes into the next one (up to `batch_size`), so an idle
-/// worker writes at once and a busy one shares each commit among many jobs.
-/// After `stop`, drains what is left and returns.
+/// statement ran goes into the next one (up to `batch_size`); while other
+/// jobs of the runtime have outcomes still to come, the completer also
+/// waits up to `linger` for them (jobs claimed together finish together).
+/// So an idle worker writes at once and a busy one shares each commit
+/// among many jobs. After `stop`, drains what is left and returns.
 pub(crate) async fn run_completer(
-    pool: PgPool,
-    owner: Arc<str>,
+    config: CompleterConfig,
     mut outcomes: mpsc::Receiver<Completion>,
-    batch_size: usize,
-    stats: Arc<WorkerStats>,
     stop: CancellationToken,
 ) {
+    let CompleterConfig {
+        pool,
+        owner,
+        batch_size,
+        linger,
+        pending,
+        stats,
+    } = config;
     let mut batch: Vec<(Lease, FinishOutcome)> = Vec::with_capacity(batch_size);
     let mut metas: Vec<AttemptMeta> = Vec::with_capacity(batch_size);
     loop {
@@ -76,21 +128,43 @@ pub(crate) async fn run_completer(
             _ = stop.cancelled() => outcomes.try_recv().ok(),
         };
         let Some(first) = first else { return };
-        batch.push((first.lease, first.outcome));
-        metas.push(first.meta);
+        take(first, &mut batch, &mut metas);
+        let linger_until = Instant::now() + linger;
         while batch.len() < batch_size {
-            match outcomes.try_recv() {
-                Ok(next) => {
-                    batch.push((next.lease, next.outcome));
-                    metas.push(next.meta);
-                }
-                Err(_) => break,
-            }
+            let next = match outcomes.try_recv() {
+                Ok(next) => Some(next),
+                // Nothing more is on its way (or the wait is over): write.
+                Err(_) if linger.is_zero() || !pending.any() || stop.is_cancelled() => None,
+                Err(_) => tokio::select! {
+                    next = outcomes.recv() => next,
+                    _ = tokio::time::sleep_until(linger_until) => None,
+                    _ = stop.cancelled() => None,
+                },
+            };
+            let Some(next) = next else { break };
+            take(next, &mut batch, &mut metas);
         }
         write_batch(&pool, &owner, &batch, &metas, &stats, &stop).await;
         batch.clear();
         metas.clear();
     }
+}
+
+/// Add an outcome to the batch; it is no longer to come.
+fn take(
+    completion: Completion,
+    batch: &mut Vec<(Lease, FinishOutcome)>,
+    metas: &mut Vec<AttemptMeta>,
+) {
+    let Completion {
+        lease,
+        outcome,
+        meta,
+        pending,
+    } = completion;
+    drop(pending);
+    batch.push((lease, outcome));
+    metas.push(meta);
 }
 
 async fn write_batch(

@@ -14,7 +14,9 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use crate::completer::{AttemptMeta, Completion, run_completer};
+use crate::completer::{
+    AttemptMeta, CompleterConfig, Completion, PendingOutcome, PendingOutcomes, run_completer,
+};
 use crate::handler::RegisteredHandler;
 use crate::lease_keeper::{LeaseTable, run_lease_keeper};
 use crate::local_queue::{LOCAL_QUEUE_MAX_WAIT, StartGate};
@@ -33,6 +35,13 @@ pub struct RuntimeConfig {
     pub cancel_grace: Duration,
     /// Most outcomes written by one completion statement.
     pub completion_batch_size: usize,
+    /// How long the completer waits for more outcomes while other handlers
+    /// of this worker are still running, before it writes what it has.
+    /// Jobs claimed together tend to finish together: without the wait the
+    /// first outcome goes out alone and the rest in a second statement (and
+    /// on a capped queue the lone freed slot costs a claim of its own).
+    /// The wait ends early once no handler is running. Zero writes at once.
+    pub completion_linger: Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -42,11 +51,16 @@ impl Default for RuntimeConfig {
             lease: Duration::from_secs(30),
             cancel_grace: Duration::from_secs(5),
             completion_batch_size: 500,
+            completion_linger: Duration::from_millis(1),
         }
     }
 }
 
 impl RuntimeConfig {
+    /// The longest [`RuntimeConfig::completion_linger`]: an outcome waits
+    /// at most this long before its write starts.
+    pub const MAX_COMPLETION_LINGER: Duration = Duration::from_millis(100);
+
     /// Reject settings that cannot work.
     pub fn validate(&self) -> Result<(), String> {
         if self.worker_id.trim().is_empty() {
@@ -60,6 +74,13 @@ impl RuntimeConfig {
         }
         if self.completion_batch_size == 0 {
             return Err("completion_batch_size must be at least 1".into());
+        }
+        if self.completion_linger > Self::MAX_COMPLETION_LINGER {
+            return Err(format!(
+                "completion_linger must be at most {:?}, got {:?}",
+                Self::MAX_COMPLETION_LINGER,
+                self.completion_linger
+            ));
         }
         Ok(())
     }
@@ -79,6 +100,9 @@ struct Inner {
     config: RuntimeConfig,
     registry: HandlerRegistry,
     leases: Arc<LeaseTable>,
+    /// Jobs whose outcomes are still to come: the completer waits a moment
+    /// for them.
+    pending: PendingOutcomes,
     outcomes: mpsc::Sender<Completion>,
     /// Every job task, so shutdown can wait for the drain.
     jobs: TaskTracker,
@@ -136,13 +160,18 @@ impl JobRuntime {
         ));
 
         let (outcomes, outcome_rx) = mpsc::channel(config.completion_batch_size * 4);
+        let pending = PendingOutcomes::default();
         let completer_stop = stop_all.child_token();
         let completer = tokio::spawn(run_completer(
-            pool.clone(),
-            worker_id.clone(),
+            CompleterConfig {
+                pool: pool.clone(),
+                owner: worker_id.clone(),
+                batch_size: config.completion_batch_size,
+                linger: config.completion_linger,
+                pending: pending.clone(),
+                stats: stats.clone(),
+            },
             outcome_rx,
-            config.completion_batch_size,
-            stats.clone(),
             completer_stop.clone(),
         ));
 
@@ -153,6 +182,7 @@ impl JobRuntime {
                 config,
                 registry,
                 leases,
+                pending,
                 outcomes,
                 jobs: TaskTracker::new(),
                 stop_starting: CancellationToken::new(),
@@ -210,6 +240,9 @@ impl JobRuntime {
         gate: Option<StartGate>,
     ) {
         let inner = self.inner.clone();
+        // Counted from the claim, so that the completer waits for the
+        // outcomes of jobs not yet started as well as running ones.
+        let pending = inner.pending.enter();
         // One span per attempt, linked to the span the job was enqueued in.
         let span = tracing::info_span!("job", job_id = %job.lease.job_id,
             generation = %job.lease.generation, attempt = job.attempt, job_type = %job.job_type,
@@ -219,7 +252,7 @@ impl JobRuntime {
         }
         self.inner.jobs.spawn(
             async move {
-                inner.run_job(job, gate).await;
+                inner.run_job(job, gate, pending).await;
                 drop(slot);
             }
             .instrument(span),
@@ -263,7 +296,7 @@ impl JobRuntime {
 }
 
 impl Inner {
-    async fn run_job(&self, job: ClaimedJob, gate: Option<StartGate>) {
+    async fn run_job(&self, job: ClaimedJob, gate: Option<StartGate>, pending: PendingOutcome) {
         bump(&self.stats.claimed);
         let lease = job.lease;
         // The claim's instant on the database clock (it set the lease), so
@@ -292,6 +325,7 @@ impl Inner {
                     message,
                 },
                 meta,
+                pending,
             )
             .await;
             return;
@@ -333,7 +367,8 @@ impl Inner {
                     // the write is fenced, so it changes nothing if the lease
                     // did move on (reported as fenced), and otherwise spares
                     // the job the attempt a lapsed lease would cost it.
-                    self.report(lease, FinishOutcome::Returned, meta).await;
+                    self.report(lease, FinishOutcome::Returned, meta, pending)
+                        .await;
                     return;
                 }
                 turn
@@ -365,7 +400,7 @@ impl Inner {
             return;
         }
         match self.outcome(&registered, attempt, end, reason.get().copied()) {
-            Some(outcome) => self.report(lease, outcome, meta).await,
+            Some(outcome) => self.report(lease, outcome, meta, pending).await,
             None => metrics::record_outcome(&job.queue, &job.job_type, "lease_lost"),
         }
     }
@@ -478,13 +513,20 @@ impl Inner {
         }
     }
 
-    async fn report(&self, lease: Lease, outcome: FinishOutcome, meta: AttemptMeta) {
+    async fn report(
+        &self,
+        lease: Lease,
+        outcome: FinishOutcome,
+        meta: AttemptMeta,
+        pending: PendingOutcome,
+    ) {
         if self
             .outcomes
             .send(Completion {
                 lease,
                 outcome,
                 meta,
+                pending,
             })
             .await
             .is_err()

@@ -89,6 +89,39 @@ async fn runs_every_job_once_to_success(pool: PgPool) {
     );
 }
 
+/// Jobs claimed together are completed together: the completer waits for
+/// the outcomes still to come instead of writing the first one alone, so
+/// one statement (one transaction, one `finished_at`) completes them all.
+/// The handlers end 0 to 19 ms after they start: without the wait, the
+/// first outcome is written before the others exist.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn jobs_claimed_together_are_completed_by_one_statement(pool: PgPool) {
+    let jobs: Vec<NewJob> = (0..20)
+        .map(|ms| NewJob::new("sleep", json!({ "ms": ms })).with_queue("together"))
+        .collect();
+    let ids = jobwire_test_support::enqueue_ids(&pool, &jobs)
+        .await
+        .unwrap();
+    let mut config = test_worker_config("together", 20);
+    // Five times the slowest handler, so that a slow machine still ends
+    // them all within it; the wait ends once the last outcome is taken.
+    config.runtime.completion_linger = Duration::from_millis(100);
+    let worker = RunningWorker::start(&pool, builtin_registry(), config);
+    wait_for_all_finished(&pool, &ids, WAIT).await.unwrap();
+    let report = worker.stop().await;
+    let (claims, completions, succeeded): (i64, i64, i64) = sqlx::query_as(
+        "SELECT count(DISTINCT heartbeat_at), count(DISTINCT finished_at),
+                count(*) FILTER (WHERE state = 'SUCCEEDED' AND attempt_count = 1)
+         FROM jobs WHERE queue = 'together'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!((claims, succeeded), (1, 20), "one claim took all 20");
+    assert_eq!(completions, 1, "one statement completed all 20");
+    assert_eq!((report.succeeded, report.completion_batches), (20, 1));
+}
+
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn notify_wakes_an_idle_worker_without_waiting_for_the_poll(pool: PgPool) {
     let mut config = test_worker_config("work", 4);
@@ -504,6 +537,13 @@ async fn invalid_worker_settings_are_refused(pool: PgPool) {
         .unwrap_err();
     assert!(err.to_string().contains("concurrency"), "{err}");
     config.queues = vec![QueueConfig::new("work", 1)];
+    config.runtime.completion_linger = Duration::from_secs(1);
+    let err = Worker::new(pool.clone(), builtin_registry(), config.clone())
+        .run(CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("completion_linger"), "{err}");
+    config.runtime.completion_linger = Duration::from_millis(1);
     config.runtime.lease = Duration::from_millis(10);
     let err = Worker::new(pool, builtin_registry(), config)
         .run(CancellationToken::new())

@@ -30,6 +30,11 @@ pub(crate) struct BenchArgs {
     /// (default: the worker's own default).
     #[arg(long)]
     claim_linger_ms: Option<u64>,
+    /// How long the worker's completer waits for more outcomes while other
+    /// jobs' outcomes are still to come, in milliseconds (default: the
+    /// worker's own default; 0 writes at once).
+    #[arg(long)]
+    completion_linger_ms: Option<u64>,
     /// PostgreSQL path: most jobs claimed beyond the worker slots, held in
     /// the worker's local queue (default: the worker's own default; 0 off).
     #[arg(long)]
@@ -139,6 +144,10 @@ pub(crate) async fn bench(pool: PgPool, args: BenchArgs) -> Result<()> {
         workers: args.workers,
         claim_linger: args.claim_linger_ms.map_or(
             jobwire_consumer::WorkerConfig::default().claim_linger,
+            Duration::from_millis,
+        ),
+        completion_linger: args.completion_linger_ms.map_or(
+            jobwire_consumer::RuntimeConfig::default().completion_linger,
             Duration::from_millis,
         ),
         claim_ahead: args

@@ -38,6 +38,11 @@ pub(crate) struct WorkerArgs {
     /// handlers start within 50 ms); 0 claims no more than the free slots.
     #[arg(long, default_value_t = WorkerConfig::default().claim_ahead)]
     claim_ahead: usize,
+    /// Milliseconds the completer waits for more outcomes while other jobs'
+    /// outcomes are still to come, so that jobs claimed together are
+    /// completed by one statement; 0 writes each batch at once.
+    #[arg(long, default_value_t = RuntimeConfig::default().completion_linger.as_millis() as u64)]
+    completion_linger_ms: u64,
     /// Seconds to let running jobs finish on shutdown before cancelling them.
     #[arg(long, default_value_t = 30)]
     shutdown_timeout_s: u64,
@@ -146,6 +151,7 @@ pub(crate) async fn serve(pool: PgPool, args: WorkerArgs, with_relay: bool) -> R
                 .worker_id
                 .unwrap_or_else(jobwire_consumer::default_worker_id),
             lease: Duration::from_millis(args.lease_ms),
+            completion_linger: Duration::from_millis(args.completion_linger_ms),
             ..RuntimeConfig::default()
         },
         queues,
