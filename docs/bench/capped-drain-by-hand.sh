@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The noisy-tenant drain by hand, to see its claims and completions one by
+# one: tenant A's backlog (N jobs, default 100,000) on queue `noisy` capped at
+# CAP running jobs per tenant (default 48), one `jobwire worker` with 64
+# slots, and, with QUIET_S > 0, tenants B-K enqueueing 100 jobs/s in all for
+# QUIET_S seconds (pgbench --rate). Prints A's jobs/s while the quiet tenants
+# arrive (the whole drain without them), how many claim and completion
+# statements there were and their mean size, and an 80 ms timeline from the
+# middle of the drain. Jobs of one statement share its transaction's now():
+# a claim's heartbeat_at, a completion's finished_at.
+#
+#   DB=capx BIN=target/release/jobwire EXTRA="--completion-linger-ms 0" \
+#       docs/bench/capped-drain-by-hand.sh
+#
+# Drops and recreates database DB (default jobwire_capped_by_hand) on the
+# local PostgreSQL.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+BIN=${BIN:-target/release/jobwire}
+DB=${DB:-jobwire_capped_by_hand}
+N=${N:-100000}
+CAP=${CAP:-48}
+QUIET_S=${QUIET_S:-0}
+PSQL=(psql -h 127.0.0.1 -U postgres -X -q)
+"${PSQL[@]}" -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" 2>/dev/null
+export DATABASE_URL=postgres://postgres@127.0.0.1:5432/$DB
+"$BIN" migrate >/dev/null
+"$BIN" tenant set noisy --max-running "$CAP" >/dev/null
+"${PSQL[@]}" -d "$DB" \
+    -c "INSERT INTO jobs (job_id, queue, job_type, tenant)
+        SELECT jobwire_uuidv7(), 'noisy', 'noop', 'A' FROM generate_series(1, $N)" \
+    -c "VACUUM ANALYZE jobs"
+# shellcheck disable=SC2086 # EXTRA is a list of flags
+"$BIN" worker --queue noisy=64 --no-retention --no-scheduler --no-reconciler ${EXTRA:-} \
+    >/dev/null 2>&1 &
+worker=$!
+if ((QUIET_S > 0)); then
+    pgbench -h 127.0.0.1 -U postgres -n -c 2 -j 1 --rate 100 -T "$QUIET_S" \
+        -f "$here/capped-drain-quiet-tenants.sql" "$DB" >/dev/null 2>&1
+fi
+until [[ $("${PSQL[@]}" -d "$DB" -tAc "SELECT count(*) FROM jobs WHERE state <> 'SUCCEEDED'") == 0 ]]; do
+    sleep 0.5
+done
+kill -INT "$worker"
+wait "$worker" || true
+"${PSQL[@]}" -d "$DB" -c "
+    WITH w AS (SELECT min(heartbeat_at) AS t0,
+                      coalesce((SELECT max(created_at) FROM jobs WHERE tenant <> 'A'), max(finished_at)) AS t1
+               FROM jobs WHERE tenant = 'A')
+    SELECT round(count(*) / extract(epoch FROM t1 - t0)) AS a_jobs_per_s
+    FROM jobs, w WHERE tenant = 'A' AND finished_at BETWEEN t0 AND t1 GROUP BY t0, t1" -c "
+    SELECT 'claims' AS statements, count(*), round(avg(n), 1) AS mean_jobs
+    FROM (SELECT heartbeat_at, count(*) AS n FROM jobs GROUP BY 1) c
+    UNION ALL
+    SELECT 'completions', count(*), round(avg(n), 1)
+    FROM (SELECT finished_at, count(*) AS n FROM jobs GROUP BY 1) c" -c "
+    WITH c AS (SELECT heartbeat_at AS t, 'claim' AS what, count(*) AS jobs FROM jobs GROUP BY 1
+               UNION ALL SELECT finished_at, 'completion', count(*) FROM jobs GROUP BY 1),
+         mid AS (SELECT min(t) + (max(t) - min(t)) / 2 AS m FROM c)
+    SELECT round(extract(epoch FROM t - m) * 1000, 2) AS ms, what, jobs
+    FROM c, mid WHERE t BETWEEN m AND m + interval '80 ms' ORDER BY t"
