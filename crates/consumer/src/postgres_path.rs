@@ -53,16 +53,17 @@ pub(crate) async fn fetch_queue(
     let mut idle = IdlePoll::new(poll_interval);
     // Whether the last claim filled every slot it asked for.
     let mut backlog = false;
+    // Jobs held beyond the slots: only while a backlog lasts, and only as
+    // many as the queue starts soon at its recent rate.
+    let mut ahead_now = |backlog: bool| match &gate {
+        Some(gate) => {
+            let soon = start_rate.ahead(gate.starts(), std::time::Instant::now(), claim_ahead);
+            if backlog { soon } else { 0 }
+        }
+        None => 0,
+    };
     loop {
-        // Jobs held beyond the slots: only while a backlog lasts, and only
-        // as many as the queue starts soon at its recent rate.
-        let ahead = match &gate {
-            Some(gate) => {
-                let soon = start_rate.ahead(gate.starts(), std::time::Instant::now(), claim_ahead);
-                if backlog { soon } else { 0 }
-            }
-            None => 0,
-        };
+        let ahead = ahead_now(backlog);
         // The permits standing for the part of the local queue not to be
         // used now are taken along with the first free place, so this
         // waits until the queue holds fewer jobs than it may.
@@ -73,6 +74,13 @@ pub(crate) async fn fetch_queue(
             }
             _ = stop.cancelled() => return,
         };
+        // The wait can be long (every place held by jobs waiting for slots
+        // that slow jobs hold), and the pace it was sized for may be gone:
+        // jobs given back unstarted after their wait would be claimed again
+        // at once, only to wait again. Size it anew.
+        if ahead_now(backlog) < ahead {
+            continue;
+        }
         let free = |taken: &OwnedSemaphorePermit| taken.num_permits() - reserve;
         // Take every free place up to a batch.
         let limit = batch_size.min(queue.concurrency + ahead);
