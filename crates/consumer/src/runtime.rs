@@ -35,12 +35,13 @@ pub struct RuntimeConfig {
     pub cancel_grace: Duration,
     /// Most outcomes written by one completion statement.
     pub completion_batch_size: usize,
-    /// How long the completer waits for more outcomes while other handlers
-    /// of this worker are still running, before it writes what it has.
-    /// Jobs claimed together tend to finish together: without the wait the
-    /// first outcome goes out alone and the rest in a second statement (and
-    /// on a capped queue the lone freed slot costs a claim of its own).
-    /// The wait ends early once no handler is running. Zero writes at once.
+    /// How long the completer waits for more outcomes while other jobs this
+    /// runtime holds (starting, running, or waiting for a handler slot)
+    /// have not sent theirs yet, before it writes what it has. Jobs claimed
+    /// together tend to finish together: without the wait the first outcome
+    /// goes out alone and the rest in a second statement (and on a capped
+    /// queue the lone freed slot costs a claim of its own). The wait ends
+    /// early once no outcome is left to come. Zero writes at once.
     pub completion_linger: Duration,
 }
 
