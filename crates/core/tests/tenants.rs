@@ -302,3 +302,92 @@ async fn a_capped_claim_locks_only_the_slots_it_hands_out(pool: PgPool) {
     claim.commit().await.unwrap();
     assert_eq!(held_slots(&pool, "q").await, claimed);
 }
+
+/// The completion statement frees the slots of the PostgreSQL-path jobs it
+/// ends itself, as one set, whatever each job's outcome, leaves tenantless
+/// jobs alone, and wakes the queue for the jobs now free to start. (No
+/// outcome here makes a job due at once, whose own wake-up would hide a
+/// missing one; `returned` is in the test above.)
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn one_completion_frees_every_slot_it_ends_and_wakes_the_queue(pool: PgPool) {
+    jobwire_core::set_tenant_cap(&pool, "q", None, Some(2))
+        .await
+        .unwrap();
+    enqueue_for(&pool, "q", "acme", 4).await;
+    enqueue_for(&pool, "q", "globex", 4).await;
+    let tenantless = NewJob::new("work", json!({})).with_queue("q");
+    jobwire_test_support::enqueue_ids(&pool, &[tenantless])
+        .await
+        .unwrap();
+    let claimed = jobwire_core::claim_batch(&pool, "q", "w", 50, LEASE)
+        .await
+        .unwrap();
+    assert_eq!(
+        claimed.len(),
+        5,
+        "two of each tenant and the tenantless job"
+    );
+    assert_eq!(held_slots(&pool, "q").await, 4);
+
+    let mut listener = sqlx::postgres::PgListener::connect_with(&pool)
+        .await
+        .unwrap();
+    listener.listen("jobwire_jobs").await.unwrap();
+    let outcomes = [
+        FinishOutcome::Succeeded,
+        FinishOutcome::Retry {
+            delay: Duration::from_secs(3600),
+            code: "E".into(),
+            message: "later".into(),
+        },
+        FinishOutcome::Fail {
+            code: "E".into(),
+            message: "fatal".into(),
+        },
+        FinishOutcome::Succeeded,
+        FinishOutcome::Succeeded,
+    ];
+    let batch: Vec<_> = claimed
+        .iter()
+        .zip(outcomes)
+        .map(|(job, outcome)| (job.lease, outcome))
+        .collect();
+    let finished = jobwire_core::finish_many(&pool, "w", &batch).await.unwrap();
+    let mut states: Vec<JobState> = finished
+        .iter()
+        .map(|result| match result {
+            jobwire_core::FinishResult::Recorded { state, .. } => *state,
+            other => panic!("not recorded: {other:?}"),
+        })
+        .collect();
+    states.sort_by_key(|state| format!("{state:?}"));
+    assert_eq!(
+        states,
+        [
+            JobState::Failed,
+            JobState::RetryWait,
+            JobState::Succeeded,
+            JobState::Succeeded,
+            JobState::Succeeded
+        ]
+    );
+
+    assert_eq!(held_slots(&pool, "q").await, 0);
+    let slot_left: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM jobs WHERE tenant_slot IS NOT NULL")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(slot_left, 0);
+    let woken = tokio::time::timeout(Duration::from_secs(10), listener.recv())
+        .await
+        .expect("the completion wakes the queue")
+        .unwrap();
+    assert_eq!(woken.payload(), "q");
+    // Both tenants may start two jobs again.
+    let next = jobwire_core::claim_batch(&pool, "q", "w", 50, LEASE)
+        .await
+        .unwrap();
+    assert_eq!(next.len(), 4);
+    assert_eq!(held_slots(&pool, "q").await, 4);
+}
