@@ -66,15 +66,18 @@ WITH done AS (
               -- Request -> CANCELLED, for the cancellation-latency histogram.
               CASE WHEN j.state = 'CANCELLED'
                    THEN extract(epoch FROM now() - j.cancel_requested_at)::float8
-              END AS cancel_latency_s
+              END AS cancel_latency_s,
+              j.tenant
 ),
 -- The slots of the jobs above on PostgreSQL-path queues. A broker queue's
--- slot row is left to the trigger, which has already handed it over.
+-- slot row is left to the trigger, which has already handed it over. Only
+-- a job with a tenant can hold one: the others skip the slot lookup, so a
+-- queue without caps pays next to nothing for this.
 freed AS (
     UPDATE job_tenant_slots s
     SET job_id = NULL
     FROM done d
-    WHERE s.job_id = d.job_id
+    WHERE d.tenant IS NOT NULL AND s.job_id = d.job_id
       AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.queue = s.queue AND q.dispatch = 'broker')
     RETURNING s.queue
 ),
