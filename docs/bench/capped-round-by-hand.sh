@@ -3,11 +3,15 @@
 # jobs, default 100,000) on queue `noisy` capped at CAP (default 48); pgbench
 # runs ROUNDS rounds of a capped claim of up to 64 jobs and the worker's
 # completion statement (crates/core/sql/finish_many.sql, every job
-# succeeded) on one connection, and prints each statement's mean latency.
+# succeeded) on one connection, and prints each statement's mean latency
+# (from the client: with its commit and round trip).
 # No worker and no handler: what the two statements of a capped round cost
 # the database alone.
 #
 #   BIN=target/release/jobwire docs/bench/capped-round-by-hand.sh
+#
+# FINISH names another completion statement to time (an earlier version of
+# finish_many.sql, with the BIN of that version: the schema must match).
 #
 # Drops and recreates database DB (default jobwire_capped_round) on the
 # local PostgreSQL.
@@ -18,6 +22,7 @@ DB=${DB:-jobwire_capped_round}
 N=${N:-100000}
 CAP=${CAP:-48}
 ROUNDS=${ROUNDS:-600}
+FINISH=${FINISH:-$here/../../crates/core/sql/finish_many.sql}
 PSQL=(psql -h 127.0.0.1 -U postgres -X -q)
 "${PSQL[@]}" -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" 2>/dev/null
 DATABASE_URL=postgres://postgres@127.0.0.1:5432/$DB "$BIN" migrate >/dev/null
@@ -33,17 +38,19 @@ trap 'rm -f "$script"' EXIT
     echo "       coalesce(array_agg(lease_generation), '{}') AS gens, count(*) AS n"
     echo "FROM jobwire_claim_capped('noisy', 64, 'w', 30000, 0) \\gset"
     # The completion as the worker sends it, its parameters spelled out.
-    grep -v '^ *--' "$here/../../crates/core/sql/finish_many.sql" | sed \
-        -e "s/\\\$1::uuid\\[\\]/':ids'::uuid[]/" \
-        -e "s/\\\$2::bigint\\[\\]/':gens'::bigint[]/" \
-        -e "s/\\\$3::text\\[\\]/array_fill('succeeded'::text, ARRAY[:n])/" \
-        -e "s/\\\$4::bigint\\[\\]/array_fill(0::bigint, ARRAY[:n])/" \
-        -e "s/\\\$5::text\\[\\]/array_fill(NULL::text, ARRAY[:n])/" \
-        -e "s/\\\$6::text\\[\\]/array_fill(NULL::text, ARRAY[:n])/" \
+    grep -v '^ *--' "$FINISH" | sed \
+        -e "s/\\\$1::uuid\\[\\]/:ids::uuid[]/" \
+        -e "s/\\\$2::bigint\\[\\]/:gens::bigint[]/" \
+        -e "s/\\\$3::text\\[\\]/array_fill('succeeded'::text, ARRAY[:n::int])/" \
+        -e "s/\\\$4::bigint\\[\\]/array_fill(0::bigint, ARRAY[:n::int])/" \
+        -e "s/\\\$5::text\\[\\]/array_fill(NULL::text, ARRAY[:n::int])/" \
+        -e "s/\\\$6::text\\[\\]/array_fill(NULL::text, ARRAY[:n::int])/" \
         -e "s/\\\$7/'w'/"
     echo ";"
 } >"$script"
-pgbench -h 127.0.0.1 -U postgres -n -r -t "$ROUNDS" -f "$script" "$DB" 2>&1 |
+# Prepared, as the worker's statements are: after five runs PostgreSQL
+# keeps one plan instead of planning each time.
+pgbench -h 127.0.0.1 -U postgres -n -r -M prepared -t "$ROUNDS" -f "$script" "$DB" 2>&1 |
     sed -n '/^tps/p; /statement latencies/,$p' | cut -c1-80
 "${PSQL[@]}" -d "$DB" -c "SELECT state, count(*) FROM jobs GROUP BY 1 ORDER BY 1" \
     -c "SELECT count(*) AS slots_held FROM job_tenant_slots WHERE job_id IS NOT NULL"
