@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Where the single-job enqueue's time goes: pgbench with 8 clients for
+# RUN_SECONDS (default 5) each, ROUNDS times (default 2), of transactions that
+#   business   insert a business row (the bench's bench_orders) alone;
+#   narrow     insert it and a row into a table of four columns and a key;
+#   job, bare  insert it and a job, with the jobs table's triggers off;
+#   job        insert it and a job as the library's single-job enqueue
+#              sends it (crates/core/sql/enqueue_one.sql), triggers on.
+# No worker runs: what the producers' transactions cost alone. Prints each
+# variant's transactions per second. The job's queue `e2e` is a
+# PostgreSQL-path queue; another queue, on a broker, is configured too, as
+# in a deployment that uses both.
+#
+#   BIN=target/release/jobwire docs/bench/enqueue-cost-by-hand.sh
+#
+# Drops and recreates database DB (default jobwire_enqueue_cost) on the
+# local PostgreSQL; its triggers are switched off and on again.
+set -euo pipefail
+BIN=${BIN:-target/release/jobwire}
+DB=${DB:-jobwire_enqueue_cost}
+RUN_SECONDS=${RUN_SECONDS:-5}
+ROUNDS=${ROUNDS:-2}
+PSQL=(psql -h 127.0.0.1 -U postgres -X -q)
+"${PSQL[@]}" -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" 2>/dev/null
+DATABASE_URL=postgres://postgres@127.0.0.1:5432/$DB "$BIN" migrate >/dev/null
+"${PSQL[@]}" -d "$DB" \
+    -c "CREATE TABLE bench_orders (id uuid PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT now())" \
+    -c "CREATE TABLE narrow (id uuid PRIMARY KEY, queue text, job_type text, payload jsonb)" \
+    -c "INSERT INTO job_queues (queue) VALUES ('e2e')" \
+    -c "INSERT INTO job_queues (queue, dispatch, topic) VALUES ('elsewhere', 'broker', 'wake')"
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+order="INSERT INTO bench_orders (id) VALUES (gen_random_uuid());"
+printf 'BEGIN;\n%s\nCOMMIT;\n' "$order" >"$dir/business.sql"
+printf 'BEGIN;\n%s\n%s\nCOMMIT;\n' "$order" \
+    "INSERT INTO narrow VALUES (jobwire_uuidv7(), 'e2e', 'noop', '{\"n\":1}'::jsonb);" >"$dir/narrow.sql"
+{
+    printf 'BEGIN;\n%s\n' "$order"
+    # The single-job enqueue with its parameters spelled out.
+    grep -v '^ *--' "$(dirname "$0")/../../crates/core/sql/enqueue_one.sql" | sed \
+        -e "s/\\\$10/NULL::text/; s/\\\$11/NULL::text/" \
+        -e "s/\\\$1,/jobwire_uuidv7(),/; s/\\\$2,/'e2e',/; s/\\\$3,/'noop',/; s/\\\$4,/0::smallint,/" \
+        -e "s/\\\$5::text/'{\"n\":1}'::text/g; s/\\\$5,/'{\"n\":1}'::jsonb,/; s/\\\$6,/3,/" \
+        -e "s/\\\$7,/NULL::timestamptz,/; s/\\\$8,/NULL::bigint,/; s/\\\$9,/NULL::text,/"
+    printf ';\nCOMMIT;\n'
+} >"$dir/job.sql"
+run() {
+    "${PSQL[@]}" -d "$DB" -c "TRUNCATE bench_orders, narrow" -c "DELETE FROM jobs" \
+        -c "VACUUM jobs" -c "CHECKPOINT" >/dev/null
+    pgbench -h 127.0.0.1 -U postgres -n -c 8 -j 2 -T "$RUN_SECONDS" -M prepared -f "$1" "$DB" 2>&1 |
+        sed -n 's/^tps = \([0-9]*\).*/\1/p'
+}
+for round in $(seq 1 "$ROUNDS"); do
+    echo "round $round: business $(run "$dir/business.sql") tx/s"
+    echo "round $round: narrow $(run "$dir/narrow.sql") tx/s"
+    "${PSQL[@]}" -d "$DB" -c "ALTER TABLE jobs DISABLE TRIGGER USER"
+    echo "round $round: job, bare $(run "$dir/job.sql") tx/s"
+    "${PSQL[@]}" -d "$DB" -c "ALTER TABLE jobs ENABLE TRIGGER USER"
+    echo "round $round: job $(run "$dir/job.sql") tx/s"
+done
