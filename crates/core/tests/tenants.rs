@@ -35,6 +35,14 @@ async fn held_slots(pool: &PgPool, queue: &str) -> i64 {
     .unwrap()
 }
 
+/// Jobs whose row still names a tenant slot.
+async fn jobs_naming_a_slot(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM jobs WHERE tenant_slot IS NOT NULL")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_small_tenant_behind_a_large_backlog_starts_within_a_few_claims(pool: PgPool) {
     jobwire_core::set_tenant_cap(&pool, "q", None, Some(100))
@@ -150,12 +158,7 @@ async fn every_way_out_of_running_gives_the_slot_back(pool: PgPool) {
 
     // Each time the next job could start, and now nothing holds a slot.
     assert_eq!(held_slots(&pool, "q").await, 0);
-    let slot_left: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM jobs WHERE tenant_slot IS NOT NULL")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-    assert_eq!(slot_left, 0);
+    assert_eq!(jobs_naming_a_slot(&pool).await, 0);
 }
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
@@ -373,12 +376,7 @@ async fn one_completion_frees_every_slot_it_ends_and_wakes_the_queue(pool: PgPoo
     );
 
     assert_eq!(held_slots(&pool, "q").await, 0);
-    let slot_left: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM jobs WHERE tenant_slot IS NOT NULL")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-    assert_eq!(slot_left, 0);
+    assert_eq!(jobs_naming_a_slot(&pool).await, 0);
     let woken = tokio::time::timeout(Duration::from_secs(10), listener.recv())
         .await
         .expect("the completion wakes the queue")
