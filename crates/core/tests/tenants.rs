@@ -389,3 +389,62 @@ async fn one_completion_frees_every_slot_it_ends_and_wakes_the_queue(pool: PgPoo
     assert_eq!(next.len(), 4);
     assert_eq!(held_slots(&pool, "q").await, 4);
 }
+
+/// One completion of a PostgreSQL-path job and a broker-queue job, both
+/// holding slots: the statement frees the first itself, the row trigger
+/// hands the second over to its tenant's next job with a wake-up, and
+/// neither write trips over the other.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn one_completion_across_both_paths_frees_one_slot_and_hands_over_the_other(pool: PgPool) {
+    jobwire_core::set_queue_dispatch(&pool, "b", &Dispatch::Broker { topic: "t".into() })
+        .await
+        .unwrap();
+    for queue in ["b", "q"] {
+        jobwire_core::set_tenant_cap(&pool, queue, None, Some(1))
+            .await
+            .unwrap();
+    }
+    let on_broker = enqueue_for(&pool, "b", "acme", 2).await;
+    enqueue_for(&pool, "q", "acme", 2).await;
+    let queues = vec!["b".to_owned()];
+    let broker_job = jobwire_core::claim_by_ids(&pool, &on_broker[..1], &queues, "w", LEASE)
+        .await
+        .unwrap()
+        .claimed
+        .remove(0);
+    let postgres_job = jobwire_core::claim_batch(&pool, "q", "w", 5, LEASE)
+        .await
+        .unwrap()
+        .remove(0);
+
+    let finished = jobwire_core::finish_many(
+        &pool,
+        "w",
+        &[
+            (postgres_job.lease, FinishOutcome::Succeeded),
+            (broker_job.lease, FinishOutcome::Succeeded),
+        ],
+    )
+    .await
+    .unwrap();
+    assert!(
+        finished
+            .iter()
+            .all(|result| matches!(result, jobwire_core::FinishResult::Recorded { .. }))
+    );
+    assert_eq!(held_slots(&pool, "q").await, 0);
+    let broker_holder: Option<Uuid> =
+        sqlx::query_scalar("SELECT job_id FROM job_tenant_slots WHERE queue = 'b'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(broker_holder, Some(on_broker[1]));
+    let woken: Vec<Uuid> =
+        sqlx::query_scalar("SELECT message_key::uuid FROM job_outbox ORDER BY id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(woken, vec![on_broker[0], on_broker[1]]);
+    // Only the job handed the slot names one.
+    assert_eq!(jobs_naming_a_slot(&pool).await, 1);
+}
