@@ -3,8 +3,8 @@
 -- A job leaving RUNNING gave its slot back through two row triggers: one
 -- before the row was written (forget the slot in the row) and one after
 -- (free the slot row, or hand it over on a broker queue, and wake the
--- queue). A completion of 48 capped jobs paid about 2 ms of its 3.5 ms
--- for them (docs/benchmarks.md, "A completion frees its tenant slots as
+-- queue). A completion of 48 capped jobs spent 1.2-1.6 ms of its 2.3-2.9
+-- ms in them (docs/benchmarks.md, "A completion frees its tenant slots as
 -- one set"). Now the completion statement (sql/finish_many.sql) clears the
 -- slot of each PostgreSQL-path job it finishes, frees those slot rows in
 -- one UPDATE and notifies once; the trigger fires only for a row whose
@@ -23,26 +23,47 @@
 -- together. A hand-over still picks the tenant's next due job holding no
 -- slot; it cannot pick the row being written, which is still running.
 
-CREATE FUNCTION jobwire_release_tenant_slot() RETURNS trigger
+-- Give a job's slot back: on a broker queue hand it to the tenant's next
+-- due job that holds none, with its wake-up (reason `slot`); otherwise free
+-- it and notify the PostgreSQL-path queue (with the wake token). What the
+-- AFTER trigger's function did, now shared by the row trigger below and
+-- the trigger on a deleted row.
+CREATE FUNCTION jobwire_give_back_tenant_slot(p_queue text, p_tenant text, p_slot integer,
+                                              p_job_id uuid) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     wake_topic text;
 BEGIN
-    NEW.tenant_slot := NULL;
     SELECT q.topic INTO wake_topic
-    FROM job_queues q WHERE q.queue = OLD.queue AND q.dispatch = 'broker';
+    FROM job_queues q WHERE q.queue = p_queue AND q.dispatch = 'broker';
     IF wake_topic IS NOT NULL
-       AND OLD.tenant_slot <= coalesce(jobwire_tenant_cap(OLD.queue, OLD.tenant), 0)
-       AND jobwire_hand_over_slot(OLD.queue, OLD.tenant, OLD.tenant_slot, wake_topic, 'slot') THEN
-        RETURN NEW;
+       AND p_slot <= coalesce(jobwire_tenant_cap(p_queue, p_tenant), 0)
+       AND jobwire_hand_over_slot(p_queue, p_tenant, p_slot, wake_topic, 'slot') THEN
+        RETURN;
     END IF;
     UPDATE job_tenant_slots SET job_id = NULL
-    WHERE queue = OLD.queue AND tenant = OLD.tenant AND slot = OLD.tenant_slot
-      AND job_id = OLD.job_id;
-    IF wake_topic IS NULL AND jobwire_wake_token('jobwire_jobs', OLD.queue) THEN
-        PERFORM pg_notify('jobwire_jobs', OLD.queue);
+    WHERE queue = p_queue AND tenant = p_tenant AND slot = p_slot AND job_id = p_job_id;
+    IF wake_topic IS NULL AND jobwire_wake_token('jobwire_jobs', p_queue) THEN
+        PERFORM pg_notify('jobwire_jobs', p_queue);
     END IF;
+END;
+$$;
+
+CREATE FUNCTION jobwire_release_tenant_slot() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.tenant_slot := NULL;
+    PERFORM jobwire_give_back_tenant_slot(OLD.queue, OLD.tenant, OLD.tenant_slot, OLD.job_id);
     RETURN NEW;
+END;
+$$;
+
+-- A job row deleted while it holds a slot (jobs_free_tenant_slot_on_delete).
+CREATE OR REPLACE FUNCTION jobwire_free_tenant_slot() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM jobwire_give_back_tenant_slot(OLD.queue, OLD.tenant, OLD.tenant_slot, OLD.job_id);
+    RETURN NULL;
 END;
 $$;
 
@@ -52,8 +73,7 @@ DROP FUNCTION jobwire_forget_tenant_slot();
 
 -- `NEW.tenant_slot IS NOT NULL`: a statement that cleared the slot itself
 -- has freed it itself (the completion); every other way out of RUNNING
--- leaves it to this trigger, and so must a hand edit. jobs_free_tenant_slot_on_delete (a row
--- deleted by hand) is unchanged.
+-- leaves it to this trigger, and so must a hand edit.
 CREATE TRIGGER jobs_release_tenant_slot
     BEFORE UPDATE OF state ON jobs
     FOR EACH ROW
