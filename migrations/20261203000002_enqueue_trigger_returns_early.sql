@@ -7,9 +7,9 @@
 -- PostgreSQL-path queue without limits needs none of them, and that is
 -- the everyday enqueue. Now one query first asks whether any inserted job
 -- is on a broker queue or a queue with enqueue limits, and the trigger
--- returns when none is: the enqueue transaction of one job (a business
--- row and the job, 8 clients) committed 11-19 % more often
--- (docs/benchmarks.md, "Where the single-job enqueue's time goes"). The
+-- returns when none is: the triggers' share of a one-job enqueue
+-- transaction fell from 27-32 % to 12-20 % (docs/benchmarks.md, "Where the
+-- single-job enqueue's time goes"). The
 -- rest of the function is as migration 20261201000010 made it.
 
 CREATE OR REPLACE FUNCTION jobwire_wake_inserted() RETURNS trigger
