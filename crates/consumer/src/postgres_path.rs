@@ -180,7 +180,9 @@ pub(crate) async fn listen_for_wake_ups(
                 notify.notify_one();
             }
         }
-        ListenEvent::MayHaveMissed => wake_ups.values().for_each(|notify| notify.notify_one()),
+        ListenEvent::MayHaveMissed | ListenEvent::Lost => {
+            wake_ups.values().for_each(|notify| notify.notify_one())
+        }
     })
     .await;
 }

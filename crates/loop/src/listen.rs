@@ -13,9 +13,14 @@ use crate::{Pause, sleep};
 pub enum ListenEvent<'a> {
     /// A notification arrived with this payload.
     Notification(&'a str),
-    /// Notifications may have been missed (the listener just started, or
-    /// reconnected after the connection dropped): check everything once.
+    /// Listening (again): anything sent before now may have been missed,
+    /// so check everything once.
     MayHaveMissed,
+    /// The connection dropped: nothing is heard until the next
+    /// [`ListenEvent::MayHaveMissed`]. A caller that only wakes up on
+    /// notifications checks everything here too; one that keeps what a
+    /// notification would make stale stops trusting it here.
+    Lost,
 }
 
 /// LISTEN on `channel` until `stop`, calling `on_event` for each
@@ -66,12 +71,18 @@ pub async fn listen(
                 Ok(Some(notification)) => {
                     on_event(ListenEvent::Notification(notification.payload()));
                 }
-                // The connection dropped; the next try_recv reconnects.
-                // Notifications sent meanwhile are lost.
-                Ok(None) => on_event(ListenEvent::MayHaveMissed),
+                // The connection dropped. Reconnect here rather than in
+                // the next try_recv, so that the caller hears when
+                // listening resumes (MayHaveMissed, above): notifications
+                // sent meanwhile are lost.
+                Ok(None) => {
+                    tracing::warn!(%channel, "LISTEN connection dropped; reconnecting");
+                    on_event(ListenEvent::Lost);
+                    break;
+                }
                 Err(err) => {
                     tracing::warn!(%channel, error = %err, "LISTEN connection failed; reconnecting");
-                    on_event(ListenEvent::MayHaveMissed);
+                    on_event(ListenEvent::Lost);
                     break;
                 }
             }
