@@ -254,8 +254,9 @@ impl From<jobwire_core::Error> for ApiError {
     }
 }
 
-/// A database failure: unreachable or not migrated is the operator's to
-/// fix (503, retry later); anything else is a bug (500, logged).
+/// A database failure: unreachable (or refusing this server's
+/// connections) or not migrated is the operator's to fix (503, retry
+/// later); anything else is a bug (500, logged).
 pub(crate) fn database_error(err: &sqlx::Error) -> ApiError {
     match err {
         sqlx::Error::Io(_)
@@ -267,6 +268,20 @@ pub(crate) fn database_error(err: &sqlx::Error) -> ApiError {
             code: "DATABASE_UNAVAILABLE",
             message: "The database cannot be reached; try again.".into(),
         },
+        // The server refused a connection: a login no longer allowed or a
+        // wrong password (class 28), too many connections or no memory
+        // (53), a connection failure it reported itself (08). Unreachable
+        // for this server, for the operator to fix.
+        sqlx::Error::Database(db)
+            if db.code().is_some_and(|code| {
+                code.starts_with("08") || code.starts_with("28") || code.starts_with("53")
+            }) =>
+        {
+            ApiError::Unavailable {
+                code: "DATABASE_UNAVAILABLE",
+                message: "The database cannot be reached; try again.".into(),
+            }
+        }
         sqlx::Error::Database(db)
             if matches!(db.code().as_deref(), Some("42P01" | "42883" | "42703")) =>
         {
