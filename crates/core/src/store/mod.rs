@@ -62,8 +62,9 @@ pub use tenants::{
     TenantCap, TenantCaps, hand_out_free_tenant_slots, set_tenant_cap, tenant_caps, validate_tenant,
 };
 pub use tokens::{
-    ApiToken, CreatedToken, Scope, authenticate_api_token, create_api_token,
-    create_tenant_api_token, list_api_tokens, revoke_api_token,
+    API_TOKEN_CHANNEL, ApiToken, CreatedToken, Scope, StoredApiToken, authenticate_api_token,
+    create_api_token, create_tenant_api_token, find_live_api_token, list_api_tokens,
+    parse_api_token, revoke_api_token,
 };
 pub use ui_sessions::{OpenedUiSession, create_ui_session, end_ui_session, find_ui_session};
 pub use views::{JobPage, LIST_SCAN_ROWS, id_prefix_range, list_jobs, queue_overview};

@@ -145,8 +145,15 @@ pub(super) fn sha256(secret: &str) -> [u8; 32] {
     Sha256::digest(secret.as_bytes()).into()
 }
 
-/// Split a presented token into its id and secret, if it has the shape.
-fn parse_token(presented: &str) -> Option<(&str, &str)> {
+/// The channel a change to a token (revoked, deleted) is announced on, its
+/// id as the payload (empty after a `TRUNCATE`): a process that keeps
+/// [`StoredApiToken`]s forgets the one named (or all of them) when it hears
+/// of it (migration `20261203000003`).
+pub const API_TOKEN_CHANNEL: &str = "jobwire_api_tokens";
+
+/// Split a presented token into its id and secret, if it has the shape
+/// (`jw_`, 16 hex digits, `_`, 64 hex digits). `None` for anything else.
+pub fn parse_api_token(presented: &str) -> Option<(&str, &str)> {
     let rest = presented.strip_prefix(TOKEN_PREFIX)?;
     let (token_id, secret) = rest.split_once('_')?;
     let is_hex = |s: &str, len: usize| {
@@ -224,6 +231,72 @@ pub async fn create_tenant_api_token<'c, E: PgExecutor<'c>>(
     })
 }
 
+/// A live token as stored, with the hash its secret must match: what a
+/// process may keep to check presented tokens without asking the database
+/// each time. Nothing in it changes while the token lives; revoking or
+/// deleting the token is announced on [`API_TOKEN_CHANNEL`].
+#[derive(Clone)]
+pub struct StoredApiToken {
+    token: ApiToken,
+    secret_sha256: Vec<u8>,
+}
+
+impl StoredApiToken {
+    /// `token` as stored with `secret` as its secret (for tests of code
+    /// that keeps tokens; the database is where real ones come from).
+    pub fn new(token: ApiToken, secret: &str) -> Self {
+        StoredApiToken {
+            token,
+            secret_sha256: sha256(secret).to_vec(),
+        }
+    }
+
+    /// The token.
+    pub fn token(&self) -> &ApiToken {
+        &self.token
+    }
+
+    /// Whether `secret` is this token's, compared in constant time.
+    pub fn admits(&self, secret: &str) -> bool {
+        sha256(secret).ct_eq(&self.secret_sha256[..]).into()
+    }
+}
+
+// By hand, so that logging a stored token never prints its secret's hash.
+impl fmt::Debug for StoredApiToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoredApiToken")
+            .field("token", &self.token)
+            .field("secret_sha256", &"<redacted>")
+            .finish()
+    }
+}
+
+/// The live token whose public id is `token_id`, if there is one.
+pub async fn find_live_api_token<'c, E: PgExecutor<'c>>(
+    executor: E,
+    token_id: &str,
+) -> Result<Option<StoredApiToken>> {
+    #[derive(sqlx::FromRow)]
+    struct Found {
+        #[sqlx(flatten)]
+        token: TokenRow,
+        secret_sha256: Vec<u8>,
+    }
+    let found: Option<Found> = sqlx::query_as(include_str!("../../sql/find_api_token.sql"))
+        .bind(token_id)
+        .fetch_optional(executor)
+        .await?;
+    found
+        .map(|found| {
+            Ok(StoredApiToken {
+                token: found.token.try_into()?,
+                secret_sha256: found.secret_sha256,
+            })
+        })
+        .transpose()
+}
+
 /// The live token `presented` is, or `None` for anything else: malformed,
 /// unknown, revoked, or a wrong secret (told apart nowhere, so a caller
 /// learns nothing from the answer). The secret's hash is compared in
@@ -232,27 +305,13 @@ pub async fn authenticate_api_token<'c, E: PgExecutor<'c>>(
     executor: E,
     presented: &str,
 ) -> Result<Option<ApiToken>> {
-    #[derive(sqlx::FromRow)]
-    struct Found {
-        #[sqlx(flatten)]
-        token: TokenRow,
-        secret_sha256: Vec<u8>,
-    }
-    let Some((token_id, secret)) = parse_token(presented) else {
+    let Some((token_id, secret)) = parse_api_token(presented) else {
         return Ok(None);
     };
-    let found: Option<Found> = sqlx::query_as(include_str!("../../sql/find_api_token.sql"))
-        .bind(token_id)
-        .fetch_optional(executor)
-        .await?;
-    let Some(found) = found else {
-        return Ok(None);
-    };
-    let matches: bool = sha256(secret).ct_eq(&found.secret_sha256[..]).into();
-    if !matches {
-        return Ok(None);
-    }
-    Ok(Some(found.token.try_into()?))
+    let stored = find_live_api_token(executor, token_id).await?;
+    Ok(stored
+        .filter(|stored| stored.admits(secret))
+        .map(|stored| stored.token))
 }
 
 /// Every token, live ones first (never a secret or its hash).
@@ -263,8 +322,10 @@ pub async fn list_api_tokens<'c, E: PgExecutor<'c>>(executor: E) -> Result<Vec<A
     rows.into_iter().map(ApiToken::try_from).collect()
 }
 
-/// Revoke the live token called `name`: it stops working at once. Returns
-/// false when no live token has that name.
+/// Revoke the live token called `name`: it stops working at once for
+/// every check that asks the database, and for the API servers' token
+/// caches as soon as they hear of it on [`API_TOKEN_CHANNEL`]
+/// (milliseconds). Returns false when no live token has that name.
 pub async fn revoke_api_token<'c, E: PgExecutor<'c>>(executor: E, name: &str) -> Result<bool> {
     let revoked: Option<String> =
         sqlx::query_scalar(include_str!("../../sql/revoke_api_token.sql"))
@@ -283,7 +344,7 @@ mod tests {
         let id = "0123456789abcdef";
         let secret = "ab".repeat(32);
         assert_eq!(
-            parse_token(&format!("jw_{id}_{secret}")),
+            parse_api_token(&format!("jw_{id}_{secret}")),
             Some((id, secret.as_str()))
         );
         for bad in [
@@ -295,7 +356,7 @@ mod tests {
             format!("jw_{id}_{}", secret.to_uppercase()),
             format!("jw_{id}_{secret}_"),
         ] {
-            assert_eq!(parse_token(&bad), None, "{bad}");
+            assert_eq!(parse_api_token(&bad), None, "{bad}");
         }
     }
 
