@@ -33,7 +33,9 @@ async fn authorize(
             scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
         })
         .ok_or(ApiError::Unauthenticated)?;
-    let token = jobwire_core::authenticate_api_token(&state.pool, presented)
+    let token = state
+        .tokens
+        .authenticate(&state.pool, presented)
         .await?
         .ok_or(ApiError::Unauthenticated)?;
     if !token.scope.allows(needed) {

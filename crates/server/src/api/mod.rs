@@ -24,6 +24,7 @@ mod queues;
 pub(crate) mod request_id;
 mod schedules;
 mod tenants;
+mod token_cache;
 
 use error::ApiError;
 
@@ -31,6 +32,8 @@ use error::ApiError;
 #[derive(Clone)]
 pub(crate) struct ApiState {
     pub(crate) pool: PgPool,
+    /// The tokens this server has checked (see [`token_cache`]).
+    pub(crate) tokens: token_cache::TokenCache,
     /// The recorder `/metrics` renders; `None` when the application
     /// installed its own.
     pub(crate) metrics: Option<crate::metrics::Metrics>,
@@ -179,5 +182,9 @@ fn with_common_layers(router: axum::Router<ApiState>, pool: PgPool) -> axum::Rou
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))
         .layer(middleware::from_fn(request_id::with_request_id))
-        .with_state(ApiState { pool, metrics })
+        .with_state(ApiState {
+            tokens: token_cache::TokenCache::listening(pool.clone()),
+            pool,
+            metrics,
+        })
 }

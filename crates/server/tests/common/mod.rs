@@ -74,6 +74,20 @@ impl Drop for Api {
     }
 }
 
+/// `GET /queues` with `token` until the server refuses it, at most for a
+/// generous ten seconds (a server hears of a revocation on the token
+/// channel, in milliseconds): the last answer's status and body.
+pub async fn once_refused(api: &Api, token: &str) -> (u16, serde_json::Value) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (status, body) = parts(api.get("/queues", token).send().await.unwrap()).await;
+        if status == 401 || std::time::Instant::now() > deadline {
+            return (status, body);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 /// A response's status and JSON body (Null when the body is not JSON).
 pub async fn parts(response: reqwest::Response) -> (u16, serde_json::Value) {
     let status = response.status().as_u16();

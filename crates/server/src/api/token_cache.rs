@@ -1,0 +1,219 @@
+//! The tokens an API server has checked, kept so that a request need not
+//! read `job_api_tokens` again: looking the token up was one of the two
+//! statements of every `POST /jobs` (docs/benchmarks.md, "API servers keep
+//! the tokens they have checked").
+//!
+//! A kept token is trusted only while the server listens on
+//! [`API_TOKEN_CHANNEL`], where every revocation (any change to a token's
+//! row) is announced: a token named there is forgotten, and when the LISTEN
+//! connection drops every token is forgotten and none is kept again until
+//! listening resumes. So a revoked token stops working as soon as the
+//! server hears of it, and a server that cannot hear asks the database on
+//! every request, as it did before. Only tokens whose secret matched are
+//! kept, so made-up tokens cannot fill the cache.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use jobwire_core::{API_TOKEN_CHANNEL, ApiToken, StoredApiToken};
+use jobwire_loop::ListenEvent;
+use sqlx::PgPool;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+/// Checked tokens by id; cloned into every handler's state.
+#[derive(Clone)]
+pub(crate) struct TokenCache {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    tokens: Mutex<HashMap<String, StoredApiToken>>,
+    /// Whether the listener hears changes now: kept tokens are trusted
+    /// only then.
+    listening: AtomicBool,
+    /// Raised by every change heard (and by every drop of the listener), so
+    /// that a lookup that started before it does not keep what it read.
+    changes: AtomicU64,
+    /// Stops the listener when the last handler state goes.
+    _stop_listening: Option<DropGuard>,
+}
+
+impl TokenCache {
+    /// A cache over `pool`, listening for changes in the background while
+    /// any clone of it lives. Outside a Tokio runtime nothing listens and
+    /// every check asks the database.
+    pub(crate) fn listening(pool: PgPool) -> Self {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return Self::new(None);
+        };
+        let stop = CancellationToken::new();
+        let cache = Self::new(Some(stop.clone().drop_guard()));
+        let weak = Arc::downgrade(&cache.inner);
+        runtime.spawn(listen(pool, weak, stop));
+        cache
+    }
+
+    fn new(stop_listening: Option<DropGuard>) -> Self {
+        TokenCache {
+            inner: Arc::new(Inner {
+                tokens: Mutex::new(HashMap::new()),
+                listening: AtomicBool::new(false),
+                changes: AtomicU64::new(0),
+                _stop_listening: stop_listening,
+            }),
+        }
+    }
+
+    /// The live token `presented` is, or `None` (malformed, unknown,
+    /// revoked, wrong secret), as [`jobwire_core::authenticate_api_token`]
+    /// answers, from the cache when it may be trusted.
+    pub(crate) async fn authenticate(
+        &self,
+        pool: &PgPool,
+        presented: &str,
+    ) -> jobwire_core::Result<Option<ApiToken>> {
+        let Some((token_id, secret)) = jobwire_core::parse_api_token(presented) else {
+            return Ok(None);
+        };
+        if let Some(kept) = self.kept(token_id) {
+            return Ok(kept.admits(secret).then(|| kept.token().clone()));
+        }
+        let changes_before = self.inner.changes.load(Ordering::SeqCst);
+        let Some(stored) = jobwire_core::find_live_api_token(pool, token_id).await? else {
+            return Ok(None);
+        };
+        if !stored.admits(secret) {
+            return Ok(None);
+        }
+        let token = stored.token().clone();
+        self.keep(token_id, stored, changes_before);
+        Ok(Some(token))
+    }
+
+    /// The token kept under `token_id`, if kept tokens may be trusted now.
+    fn kept(&self, token_id: &str) -> Option<StoredApiToken> {
+        if !self.inner.listening.load(Ordering::SeqCst) {
+            return None;
+        }
+        self.lock().get(token_id).cloned()
+    }
+
+    /// Keep `stored`, read when the change count was `changes_before`,
+    /// unless a change was heard since (it may be this token's revocation,
+    /// which the read may not have seen) or nothing is listening.
+    fn keep(&self, token_id: &str, stored: StoredApiToken, changes_before: u64) {
+        let mut tokens = self.lock();
+        // Checked under the lock that forgetting takes too, so a change
+        // heard after this check forgets what is kept here.
+        if self.inner.listening.load(Ordering::SeqCst)
+            && self.inner.changes.load(Ordering::SeqCst) == changes_before
+        {
+            tokens.insert(token_id.to_owned(), stored);
+        }
+    }
+
+    /// What the listener heard.
+    fn heard(&self, event: ListenEvent<'_>) {
+        let mut tokens = self.lock();
+        self.inner.changes.fetch_add(1, Ordering::SeqCst);
+        match event {
+            // An empty payload comes from a TRUNCATE: every token went.
+            ListenEvent::Notification("") => tokens.clear(),
+            ListenEvent::Notification(token_id) => {
+                tokens.remove(token_id);
+            }
+            // Listening again: whatever changed meanwhile went unheard, so
+            // nothing kept before is trusted.
+            ListenEvent::MayHaveMissed => {
+                tokens.clear();
+                self.inner.listening.store(true, Ordering::SeqCst);
+            }
+            ListenEvent::Lost => {
+                tokens.clear();
+                self.inner.listening.store(false, Ordering::SeqCst);
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, StoredApiToken>> {
+        // A panic while holding the lock leaves a map that is still valid.
+        self.inner
+            .tokens
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Hear changes to tokens until `stop` (the last clone of the cache went).
+async fn listen(pool: PgPool, cache: Weak<Inner>, stop: CancellationToken) {
+    jobwire_loop::listen(pool, API_TOKEN_CHANNEL, stop, |event| {
+        if let Some(inner) = cache.upgrade() {
+            TokenCache { inner }.heard(event);
+        }
+    })
+    .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(token_id: &str) -> StoredApiToken {
+        let token = ApiToken {
+            token_id: token_id.into(),
+            name: format!("token-{token_id}"),
+            scope: jobwire_core::Scope::Write,
+            tenant: None,
+            created_at: chrono::Utc::now(),
+            revoked_at: None,
+        };
+        StoredApiToken::new(token, "secret")
+    }
+
+    #[test]
+    fn nothing_is_kept_or_trusted_until_the_listener_listens() {
+        let cache = TokenCache::new(None);
+        cache.keep("a", stored("a"), 0);
+        assert!(cache.kept("a").is_none());
+        cache.heard(ListenEvent::MayHaveMissed);
+        let before = cache.inner.changes.load(Ordering::SeqCst);
+        cache.keep("a", stored("a"), before);
+        assert!(cache.kept("a").is_some());
+        cache.heard(ListenEvent::Lost);
+        assert!(cache.kept("a").is_none());
+        cache.heard(ListenEvent::MayHaveMissed);
+        assert!(
+            cache.kept("a").is_none(),
+            "forgotten when the listener dropped"
+        );
+    }
+
+    #[test]
+    fn a_change_heard_during_a_lookup_keeps_the_lookup_out() {
+        let cache = TokenCache::new(None);
+        cache.heard(ListenEvent::MayHaveMissed);
+        let before = cache.inner.changes.load(Ordering::SeqCst);
+        // Another token's change is enough: the lookup may predate this
+        // token's revocation as well.
+        cache.heard(ListenEvent::Notification("b"));
+        cache.keep("a", stored("a"), before);
+        assert!(cache.kept("a").is_none());
+    }
+
+    #[test]
+    fn a_change_forgets_the_token_named_and_a_truncate_every_token() {
+        let cache = TokenCache::new(None);
+        cache.heard(ListenEvent::MayHaveMissed);
+        for id in ["a", "b", "c"] {
+            let now = cache.inner.changes.load(Ordering::SeqCst);
+            cache.keep(id, stored(id), now);
+        }
+        cache.heard(ListenEvent::Notification("b"));
+        assert!(cache.kept("a").is_some());
+        assert!(cache.kept("b").is_none());
+        cache.heard(ListenEvent::Notification(""));
+        assert!(cache.kept("a").is_none());
+        assert!(cache.kept("c").is_none());
+    }
+}
