@@ -3,7 +3,8 @@
 --
 -- Looking the token up took one of the two statements of every POST /jobs,
 -- with its own pool checkout; keeping checked tokens in the server raised
--- POST /jobs from 0.58-0.75 to 0.81-0.87 of the library's single-job rate
+-- POST /jobs by 24 % at 8 clients and 50 % at 64, to 0.82-0.87 of the
+-- library's single-job rate at 64 clients (0.61-0.64 before)
 -- (docs/benchmarks.md, "API servers keep the tokens they have checked").
 --
 -- The server forgets a token when it hears its id on jobwire_api_tokens,

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, Weak};
 use jobwire_core::{API_TOKEN_CHANNEL, ApiToken, StoredApiToken};
 use jobwire_loop::ListenEvent;
 use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// Checked tokens by id; cloned into every handler's state.
@@ -47,10 +48,16 @@ impl TokenCache {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return Self::new(None);
         };
+        // A connection of its own, outside the pool: held for as long as
+        // the server runs, it would otherwise take one of the connections
+        // requests are served with.
+        let own_connection = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_lazy_with(pool.connect_options().as_ref().clone());
         let stop = CancellationToken::new();
         let cache = Self::new(Some(stop.clone().drop_guard()));
         let weak = Arc::downgrade(&cache.inner);
-        runtime.spawn(listen(pool, weak, stop));
+        runtime.spawn(listen(own_connection, weak, stop));
         cache
     }
 
@@ -146,13 +153,14 @@ impl TokenCache {
 }
 
 /// Hear changes to tokens until `stop` (the last clone of the cache went).
-async fn listen(pool: PgPool, cache: Weak<Inner>, stop: CancellationToken) {
-    jobwire_loop::listen(pool, API_TOKEN_CHANNEL, stop, |event| {
+async fn listen(own_connection: PgPool, cache: Weak<Inner>, stop: CancellationToken) {
+    jobwire_loop::listen(own_connection.clone(), API_TOKEN_CHANNEL, stop, |event| {
         if let Some(inner) = cache.upgrade() {
             TokenCache { inner }.heard(event);
         }
     })
     .await;
+    own_connection.close().await;
 }
 
 #[cfg(test)]
