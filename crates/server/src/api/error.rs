@@ -259,29 +259,10 @@ impl From<jobwire_core::Error> for ApiError {
 /// later); anything else is a bug (500, logged).
 pub(crate) fn database_error(err: &sqlx::Error) -> ApiError {
     match err {
-        sqlx::Error::Io(_)
-        | sqlx::Error::Tls(_)
-        | sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::Protocol(_)
-        | sqlx::Error::WorkerCrashed => ApiError::Unavailable {
+        err if cannot_use_database(err) => ApiError::Unavailable {
             code: "DATABASE_UNAVAILABLE",
             message: "The database cannot be reached; try again.".into(),
         },
-        // The server refused a connection: a login no longer allowed or a
-        // wrong password (class 28), too many connections or no memory
-        // (53), a connection failure it reported itself (08). Unreachable
-        // for this server, for the operator to fix.
-        sqlx::Error::Database(db)
-            if db.code().is_some_and(|code| {
-                code.starts_with("08") || code.starts_with("28") || code.starts_with("53")
-            }) =>
-        {
-            ApiError::Unavailable {
-                code: "DATABASE_UNAVAILABLE",
-                message: "The database cannot be reached; try again.".into(),
-            }
-        }
         sqlx::Error::Database(db)
             if matches!(db.code().as_deref(), Some("42P01" | "42883" | "42703")) =>
         {
@@ -319,6 +300,27 @@ pub(crate) fn database_error(err: &sqlx::Error) -> ApiError {
             tracing::error!(error = %other, "database error");
             ApiError::Internal
         }
+    }
+}
+
+/// Whether `err` says this server cannot use the database at all: it
+/// cannot be reached, or it refuses the server's connections (a login no
+/// longer allowed or a wrong password, class 28; too many connections or no
+/// memory, 53; a connection failure it reported itself, 08).
+fn cannot_use_database(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+            ["08", "28", "53"]
+                .iter()
+                .any(|class| code.starts_with(class))
+        }),
+        _ => false,
     }
 }
 
