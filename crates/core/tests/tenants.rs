@@ -448,3 +448,33 @@ async fn one_completion_across_both_paths_frees_one_slot_and_hands_over_the_othe
     // Only the job handed the slot names one.
     assert_eq!(jobs_naming_a_slot(&pool).await, 1);
 }
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_capped_claim_for_more_than_one_statement_takes_them_in_turns(pool: PgPool) {
+    // A cap that does not bind: the claim gets all it asked for, though one
+    // capped statement takes at most 100.
+    jobwire_core::set_tenant_cap(&pool, "roomy", None, Some(1000))
+        .await
+        .unwrap();
+    enqueue_for(&pool, "roomy", "big", 260).await;
+    let claimed = jobwire_core::claim_batch(&pool, "roomy", "w", 250, LEASE)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 250);
+    let distinct: std::collections::HashSet<_> =
+        claimed.iter().map(|job| job.lease.job_id).collect();
+    assert_eq!(distinct.len(), 250);
+    assert_eq!(held_slots(&pool, "roomy").await, 250);
+    assert_eq!(jobs_naming_a_slot(&pool).await, 250);
+
+    // A cap that binds: the claim stops at it, after one statement.
+    jobwire_core::set_tenant_cap(&pool, "tight", None, Some(30))
+        .await
+        .unwrap();
+    enqueue_for(&pool, "tight", "big", 260).await;
+    let claimed = jobwire_core::claim_batch(&pool, "tight", "w", 250, LEASE)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 30);
+    assert_eq!(held_slots(&pool, "tight").await, 30);
+}
