@@ -36,7 +36,13 @@ pub async fn listen(
     let mut pause = Pause::standard();
     loop {
         let mut listener = match PgListener::connect_with(&pool).await {
-            Ok(listener) => listener,
+            Ok(mut listener) => {
+                // A dropped connection is reported at once (Ok(None) below)
+                // and reconnected here; sqlx would otherwise reconnect inside
+                // try_recv first, hearing nothing meanwhile with no one told.
+                listener.eager_reconnect(false);
+                listener
+            }
             Err(err) => {
                 tracing::warn!(%channel, error = %err, "cannot open a LISTEN connection; polling meanwhile");
                 if sleep(pause.next_after_failure(), &stop)

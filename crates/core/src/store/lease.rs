@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::{Acquire, PgExecutor, Postgres};
+use sqlx::{Acquire, Connection, PgExecutor, Postgres};
 use uuid::Uuid;
 
 use super::millis;
@@ -148,11 +148,14 @@ async fn claim_due_for<'c, A: Acquire<'c, Database = Postgres>>(
                 .await;
             let turn = match turn {
                 Ok(turn) => turn,
-                // The turns before were committed (each is a statement of
-                // its own outside a caller's transaction): hand over what
-                // they claimed rather than strand it until its lease lapses.
-                // The next claim meets the failure again and reports it.
-                Err(err) if !turn_rows.is_empty() => {
+                // Outside a transaction the turns before were committed
+                // (each a statement of its own): hand over what they claimed
+                // rather than strand it until its lease lapses; the next
+                // claim meets the failure again and reports it. Inside the
+                // caller's transaction the failure aborted them all, so the
+                // error is the answer. (A transaction opened with a bare
+                // BEGIN instead of sqlx's `begin` is not seen here.)
+                Err(err) if !turn_rows.is_empty() && !conn.is_in_transaction() => {
                     tracing::warn!(%queue, error = %err, claimed = turn_rows.len(),
                         "a capped claim's later turn failed; keeping what the earlier turns claimed");
                     break;

@@ -9,18 +9,31 @@
 //! connection drops every token is forgotten and none is kept again until
 //! listening resumes. So a revoked token stops working as soon as the
 //! server hears of it, and a server that cannot hear asks the database on
-//! every request, as it did before. Only tokens whose secret matched are
-//! kept, so made-up tokens cannot fill the cache.
+//! every request, as it did before. A kept token is read again after
+//! [`MAX_AGE`] whatever was heard, for a listener deaf without knowing it.
+//! Only tokens whose secret matched are kept, so made-up tokens cannot fill
+//! the cache.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 use jobwire_core::{API_TOKEN_CHANNEL, ApiToken, StoredApiToken};
 use jobwire_loop::ListenEvent;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 use tokio_util::sync::{CancellationToken, DropGuard};
+
+/// How long a kept token is trusted before the database is asked again,
+/// whatever the listener hears: the bound on a revocation's delay should the
+/// listener be deaf without knowing it (a half-open connection, a pooler
+/// that drops notifications, a schema without the announcing trigger). One
+/// lookup per token every ten seconds costs nothing measurable.
+const MAX_AGE: Duration = Duration::from_secs(10);
+
+/// How long the listener's own connection may take to close at shutdown.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// Checked tokens by id; cloned into every handler's state.
 #[derive(Clone)]
@@ -29,7 +42,8 @@ pub(crate) struct TokenCache {
 }
 
 struct Inner {
-    tokens: Mutex<HashMap<String, StoredApiToken>>,
+    /// Each with when it was read.
+    tokens: Mutex<HashMap<String, (StoredApiToken, Instant)>>,
     /// Whether the listener hears changes now: kept tokens are trusted
     /// only then.
     listening: AtomicBool,
@@ -46,6 +60,9 @@ impl TokenCache {
     /// every check asks the database.
     pub(crate) fn listening(pool: PgPool) -> Self {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(
+                "no Tokio runtime: API tokens are not cached, every request reads its token"
+            );
             return Self::new(None);
         };
         // A connection of its own, outside the pool: held for as long as
@@ -87,6 +104,7 @@ impl TokenCache {
             return Ok(kept.admits(secret).then(|| kept.token().clone()));
         }
         let changes_before = self.inner.changes.load(Ordering::SeqCst);
+        let read_at = Instant::now();
         let Some(stored) = jobwire_core::find_live_api_token(pool, token_id).await? else {
             return Ok(None);
         };
@@ -94,29 +112,33 @@ impl TokenCache {
             return Ok(None);
         }
         let token = stored.token().clone();
-        self.keep(token_id, stored, changes_before);
+        self.keep(token_id, stored, changes_before, read_at);
         Ok(Some(token))
     }
 
-    /// The token kept under `token_id`, if kept tokens may be trusted now.
+    /// The token kept under `token_id`, if kept tokens may be trusted now
+    /// and it was read less than [`MAX_AGE`] ago.
     fn kept(&self, token_id: &str) -> Option<StoredApiToken> {
         if !self.inner.listening.load(Ordering::SeqCst) {
             return None;
         }
-        self.lock().get(token_id).cloned()
+        let tokens = self.lock();
+        let (stored, read_at) = tokens.get(token_id)?;
+        (read_at.elapsed() < MAX_AGE).then(|| stored.clone())
     }
 
-    /// Keep `stored`, read when the change count was `changes_before`,
-    /// unless a change was heard since (it may be this token's revocation,
-    /// which the read may not have seen) or nothing is listening.
-    fn keep(&self, token_id: &str, stored: StoredApiToken, changes_before: u64) {
+    /// Keep `stored`, read at `read_at` when the change count was
+    /// `changes_before`, unless a change was heard since (it may be this
+    /// token's revocation, which the read may not have seen) or nothing is
+    /// listening.
+    fn keep(&self, token_id: &str, stored: StoredApiToken, changes_before: u64, read_at: Instant) {
         let mut tokens = self.lock();
         // Checked under the lock that forgetting takes too, so a change
         // heard after this check forgets what is kept here.
         if self.inner.listening.load(Ordering::SeqCst)
             && self.inner.changes.load(Ordering::SeqCst) == changes_before
         {
-            tokens.insert(token_id.to_owned(), stored);
+            tokens.insert(token_id.to_owned(), (stored, read_at));
         }
     }
 
@@ -143,7 +165,7 @@ impl TokenCache {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, StoredApiToken>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (StoredApiToken, Instant)>> {
         // A panic while holding the lock leaves a map that is still valid.
         self.inner
             .tokens
@@ -160,7 +182,14 @@ async fn listen(own_connection: PgPool, cache: Weak<Inner>, stop: CancellationTo
         }
     })
     .await;
-    own_connection.close().await;
+    // Closing waits for the connection's UNLISTEN, which a half-open
+    // connection never answers.
+    if tokio::time::timeout(CLOSE_GRACE, own_connection.close())
+        .await
+        .is_err()
+    {
+        tracing::warn!("the API token listener's connection did not close in time; leaving it");
+    }
 }
 
 #[cfg(test)]
@@ -182,11 +211,11 @@ mod tests {
     #[test]
     fn nothing_is_kept_or_trusted_until_the_listener_listens() {
         let cache = TokenCache::new(None);
-        cache.keep("a", stored("a"), 0);
+        cache.keep("a", stored("a"), 0, Instant::now());
         assert!(cache.kept("a").is_none());
         cache.heard(ListenEvent::MayHaveMissed);
         let before = cache.inner.changes.load(Ordering::SeqCst);
-        cache.keep("a", stored("a"), before);
+        cache.keep("a", stored("a"), before, Instant::now());
         assert!(cache.kept("a").is_some());
         cache.heard(ListenEvent::Lost);
         assert!(cache.kept("a").is_none());
@@ -205,8 +234,22 @@ mod tests {
         // Another token's change is enough: the lookup may predate this
         // token's revocation as well.
         cache.heard(ListenEvent::Notification("b"));
-        cache.keep("a", stored("a"), before);
+        cache.keep("a", stored("a"), before, Instant::now());
         assert!(cache.kept("a").is_none());
+    }
+
+    #[test]
+    fn a_token_read_too_long_ago_is_read_again() {
+        let cache = TokenCache::new(None);
+        cache.heard(ListenEvent::MayHaveMissed);
+        let now = cache.inner.changes.load(Ordering::SeqCst);
+        let Some(long_ago) = Instant::now().checked_sub(MAX_AGE) else {
+            return; // a monotonic clock younger than MAX_AGE: nothing to test
+        };
+        cache.keep("a", stored("a"), now, long_ago);
+        assert!(cache.kept("a").is_none());
+        cache.keep("a", stored("a"), now, Instant::now());
+        assert!(cache.kept("a").is_some());
     }
 
     #[test]
@@ -215,7 +258,7 @@ mod tests {
         cache.heard(ListenEvent::MayHaveMissed);
         for id in ["a", "b", "c"] {
             let now = cache.inner.changes.load(Ordering::SeqCst);
-            cache.keep(id, stored(id), now);
+            cache.keep(id, stored(id), now, Instant::now());
         }
         cache.heard(ListenEvent::Notification("b"));
         assert!(cache.kept("a").is_some());
