@@ -42,8 +42,9 @@ pub(crate) struct TokenCache {
 }
 
 struct Inner {
-    /// Each with when it was read.
-    tokens: Mutex<HashMap<String, (StoredApiToken, Instant)>>,
+    /// Each with when it was read; shared, so that a request takes one
+    /// without copying it.
+    tokens: Mutex<HashMap<String, (Arc<StoredApiToken>, Instant)>>,
     /// Whether the listener hears changes now: kept tokens are trusted
     /// only then.
     listening: AtomicBool,
@@ -118,7 +119,7 @@ impl TokenCache {
 
     /// The token kept under `token_id`, if kept tokens may be trusted now
     /// and it was read less than [`MAX_AGE`] ago.
-    fn kept(&self, token_id: &str) -> Option<StoredApiToken> {
+    fn kept(&self, token_id: &str) -> Option<Arc<StoredApiToken>> {
         if !self.inner.listening.load(Ordering::SeqCst) {
             return None;
         }
@@ -138,7 +139,7 @@ impl TokenCache {
         if self.inner.listening.load(Ordering::SeqCst)
             && self.inner.changes.load(Ordering::SeqCst) == changes_before
         {
-            tokens.insert(token_id.to_owned(), (stored, read_at));
+            tokens.insert(token_id.to_owned(), (Arc::new(stored), read_at));
         }
     }
 
@@ -165,7 +166,7 @@ impl TokenCache {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (StoredApiToken, Instant)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<StoredApiToken>, Instant)>> {
         // A panic while holding the lock leaves a map that is still valid.
         self.inner
             .tokens
