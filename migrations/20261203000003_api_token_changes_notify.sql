@@ -8,8 +8,9 @@
 -- (docs/benchmarks.md, "API servers keep the tokens they have checked").
 --
 -- The server forgets a token when it hears its id on jobwire_api_tokens,
--- and forgets every token whenever its LISTEN connection drops, trusting
--- none it kept until it listens again (docs/api.md, "Tokens"). Every
+-- forgets every token whenever its LISTEN connection drops, trusting none
+-- it kept until it listens again, and reads a kept token again after ten
+-- seconds whatever it heard (docs/api.md, "Authentication"). Every
 -- UPDATE or DELETE of a row is announced, not only a revocation: the
 -- channel says "forget this one", and forgetting a token that is still
 -- live costs one lookup. A TRUNCATE is announced with an empty payload:
