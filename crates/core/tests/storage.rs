@@ -1,0 +1,75 @@
+//! Where a job's row versions land: the claim and the completion write the
+//! job's new versions into the page that already holds it, so the WAL
+//! carries only what changed (migration `20261203000004_jobs_fillfactor.sql`).
+
+use std::time::Duration;
+
+use jobwire_core::{FinishOutcome, FinishResult, NewJob};
+use serde_json::json;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+const LEASE: Duration = Duration::from_secs(30);
+
+/// The heap page each of `ids` is in now, in the order given.
+async fn pages_of(pool: &PgPool, ids: &[Uuid]) -> Vec<i64> {
+    sqlx::query_scalar(
+        "SELECT (j.ctid::text::point)[0]::bigint
+         FROM unnest($1::uuid[]) WITH ORDINALITY AS i(job_id, n)
+         JOIN jobs j USING (job_id)
+         ORDER BY i.n",
+    )
+    .bind(ids)
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// 400 jobs written in one statement fill pages as far as the table lets
+/// them; the first five then go through a claim and a completion. With
+/// every page filled at insert, the first page has no room and each of
+/// these writes moves the job to another page (checked: this test fails on
+/// the table without its fillfactor).
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_claim_and_a_completion_keep_the_job_in_its_page(pool: PgPool) {
+    let jobs: Vec<NewJob> = (0..400)
+        .map(|i| NewJob::new("work", json!({ "i": i, "filler": "x".repeat(100) })).with_queue("q"))
+        .collect();
+    let ids = jobwire_test_support::enqueue_ids(&pool, &jobs)
+        .await
+        .unwrap();
+    let first_page = pages_of(&pool, &ids[..1]).await[0];
+    let on_first_page: Vec<Uuid> = ids
+        .iter()
+        .copied()
+        .zip(pages_of(&pool, &ids).await)
+        .filter(|(_, page)| *page == first_page)
+        .map(|(id, _)| id)
+        .take(5)
+        .collect();
+    assert_eq!(on_first_page.len(), 5, "the first page holds five jobs");
+
+    let claimed = jobwire_core::claim_batch(&pool, "q", "w", 5, LEASE)
+        .await
+        .unwrap();
+    let mut claimed_ids: Vec<Uuid> = claimed.iter().map(|job| job.job_id()).collect();
+    claimed_ids.sort();
+    let mut expected = on_first_page.clone();
+    expected.sort();
+    assert_eq!(claimed_ids, expected, "the claim took the oldest jobs");
+    assert_eq!(pages_of(&pool, &on_first_page).await, vec![first_page; 5]);
+
+    let outcomes: Vec<_> = claimed
+        .iter()
+        .map(|job| (job.lease, FinishOutcome::Succeeded))
+        .collect();
+    let finished = jobwire_core::finish_many(&pool, "w", &outcomes)
+        .await
+        .unwrap();
+    assert!(
+        finished
+            .iter()
+            .all(|result| matches!(result, FinishResult::Recorded { .. }))
+    );
+    assert_eq!(pages_of(&pool, &on_first_page).await, vec![first_page; 5]);
+}

@@ -1,0 +1,18 @@
+-- jobwire schema: leave room in each page of `jobs` for a job's next versions.
+--
+-- A job's row is written three times: by its enqueue, its claim and its
+-- completion. No update is HOT (each changes `state`, which the partial
+-- indexes name), but where the new version fits in the old one's page,
+-- PostgreSQL logs only the bytes that changed between the two (the
+-- columns before `state`, payload included, are shared), and it needs no
+-- extra lock record to move the row. With every page filled at insert
+-- (fillfactor 100, the default) the claim's and the completion's versions
+-- went to other pages: a drain wrote 1,234-1,237 WAL bytes per job. Pages
+-- filled to half at insert keep most updates in place: 761-762 bytes, at
+-- the same drain and end-to-end rates (docs/benchmarks.md, "A job's
+-- updates stay in its page").
+--
+-- The cost is space: a backlog of waiting jobs takes about twice the
+-- pages. Pages already written keep their layout; new ones follow this.
+-- Only ShareUpdateExclusiveLock: enqueues, claims and completions go on.
+ALTER TABLE jobs SET (fillfactor = 50);
