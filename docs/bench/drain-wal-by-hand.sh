@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# What a drain writes to the WAL, record type by record type: N no-op jobs
+# (default 20,000) on queue `w`, drained by one `jobwire worker` with 64
+# slots (its default local queue), and `pg_waldump --stats=record` over
+# exactly the drain's WAL. Prints the WAL bytes per job, the checkpoints
+# that fell inside the drain (each makes the next change of every page
+# write that whole page: "full page images"), and the per-record table.
+#
+#   DB=walx BIN=target/release/jobwire docs/bench/drain-wal-by-hand.sh
+#
+# FILLFACTOR=N sets the jobs table's fillfactor before the jobs are written.
+#
+# Drops and recreates database DB (default jobwire_drain_wal) on the local
+# PostgreSQL; reads its WAL files, so run it on the database's machine as a
+# user who can (WAL_DIR, default /var/lib/postgresql/15/main/pg_wal; WALDUMP,
+# pg_waldump on the PATH or PostgreSQL 15's).
+set -euo pipefail
+BIN=${BIN:-target/release/jobwire}
+DB=${DB:-jobwire_drain_wal}
+N=${N:-20000}
+WAL_DIR=${WAL_DIR:-/var/lib/postgresql/15/main/pg_wal}
+WALDUMP=${WALDUMP:-$(command -v pg_waldump || echo /usr/lib/postgresql/15/bin/pg_waldump)}
+PSQL=(psql -h 127.0.0.1 -U postgres -X -q)
+"${PSQL[@]}" -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" 2>/dev/null
+export DATABASE_URL=postgres://postgres@127.0.0.1:5432/$DB
+"$BIN" migrate >/dev/null
+if [[ -n ${FILLFACTOR:-} ]]; then
+    "${PSQL[@]}" -d "$DB" -c "ALTER TABLE jobs SET (fillfactor = $FILLFACTOR)"
+fi
+"${PSQL[@]}" -d "$DB" \
+    -c "INSERT INTO jobs (job_id, queue, job_type)
+        SELECT jobwire_uuidv7(), 'w', 'noop' FROM generate_series(1, $N)" \
+    -c "VACUUM ANALYZE jobs"
+lsn() { "${PSQL[@]}" -d "$DB" -tAc "SELECT pg_current_wal_lsn()"; }
+checkpoints() { "${PSQL[@]}" -d "$DB" -tAc "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter"; }
+start=$(lsn)
+checkpoints_before=$(checkpoints)
+"$BIN" worker --queue w=64 --no-retention --no-scheduler --no-reconciler >/dev/null 2>&1 &
+worker=$!
+until [[ $("${PSQL[@]}" -d "$DB" -tAc "SELECT count(*) FROM jobs WHERE state <> 'SUCCEEDED'") == 0 ]]; do
+    sleep 0.2
+done
+end=$(lsn)
+checkpoints_after=$(checkpoints)
+kill -INT "$worker"
+wait "$worker" || true
+echo "jobs: $N"
+echo "WAL bytes per job: $("${PSQL[@]}" -d "$DB" -tAc "SELECT round(pg_wal_lsn_diff('$end', '$start') / $N)")"
+echo "checkpoints during the drain: $((checkpoints_after - checkpoints_before))"
+# Every record in the range, whichever database wrote it: run nothing else
+# beside the drain.
+"$WALDUMP" -p "$WAL_DIR" -s "$start" -e "$end" --stats=record |
+    awk 'NR <= 2 || $2 > 0'
