@@ -101,7 +101,7 @@ impl TokenCache {
         let Some((token_id, secret)) = jobwire_core::parse_api_token(presented) else {
             return Ok(None);
         };
-        if let Some(kept) = self.kept(token_id) {
+        if let Some(kept) = self.kept(token_id, Instant::now()) {
             return Ok(kept.admits(secret).then(|| kept.token().clone()));
         }
         let changes_before = self.inner.changes.load(Ordering::SeqCst);
@@ -117,15 +117,16 @@ impl TokenCache {
         Ok(Some(token))
     }
 
-    /// The token kept under `token_id`, if kept tokens may be trusted now
-    /// and it was read less than [`MAX_AGE`] ago.
-    fn kept(&self, token_id: &str) -> Option<Arc<StoredApiToken>> {
+    /// The token kept under `token_id`, if kept tokens may be trusted and it
+    /// was read less than [`MAX_AGE`] before `now` (a parameter, so a test
+    /// can ask as if later instead of waiting).
+    fn kept(&self, token_id: &str, now: Instant) -> Option<Arc<StoredApiToken>> {
         if !self.inner.listening.load(Ordering::SeqCst) {
             return None;
         }
         let tokens = self.lock();
         let (stored, read_at) = tokens.get(token_id)?;
-        (read_at.elapsed() < MAX_AGE).then(|| stored.clone())
+        (now.saturating_duration_since(*read_at) < MAX_AGE).then(|| stored.clone())
     }
 
     /// Keep `stored`, read at `read_at` when the change count was
@@ -213,16 +214,16 @@ mod tests {
     fn nothing_is_kept_or_trusted_until_the_listener_listens() {
         let cache = TokenCache::new(None);
         cache.keep("a", stored("a"), 0, Instant::now());
-        assert!(cache.kept("a").is_none());
+        assert!(cache.kept("a", Instant::now()).is_none());
         cache.heard(ListenEvent::MayHaveMissed);
         let before = cache.inner.changes.load(Ordering::SeqCst);
         cache.keep("a", stored("a"), before, Instant::now());
-        assert!(cache.kept("a").is_some());
+        assert!(cache.kept("a", Instant::now()).is_some());
         cache.heard(ListenEvent::Lost);
-        assert!(cache.kept("a").is_none());
+        assert!(cache.kept("a", Instant::now()).is_none());
         cache.heard(ListenEvent::MayHaveMissed);
         assert!(
-            cache.kept("a").is_none(),
+            cache.kept("a", Instant::now()).is_none(),
             "forgotten when the listener dropped"
         );
     }
@@ -236,21 +237,19 @@ mod tests {
         // token's revocation as well.
         cache.heard(ListenEvent::Notification("b"));
         cache.keep("a", stored("a"), before, Instant::now());
-        assert!(cache.kept("a").is_none());
+        assert!(cache.kept("a", Instant::now()).is_none());
     }
 
     #[test]
     fn a_token_read_too_long_ago_is_read_again() {
         let cache = TokenCache::new(None);
         cache.heard(ListenEvent::MayHaveMissed);
-        let now = cache.inner.changes.load(Ordering::SeqCst);
-        let Some(long_ago) = Instant::now().checked_sub(MAX_AGE) else {
-            return; // a monotonic clock younger than MAX_AGE: nothing to test
-        };
-        cache.keep("a", stored("a"), now, long_ago);
-        assert!(cache.kept("a").is_none());
-        cache.keep("a", stored("a"), now, Instant::now());
-        assert!(cache.kept("a").is_some());
+        let changes = cache.inner.changes.load(Ordering::SeqCst);
+        let read_at = Instant::now();
+        cache.keep("a", stored("a"), changes, read_at);
+        let just_in_time = read_at + MAX_AGE - Duration::from_millis(1);
+        assert!(cache.kept("a", just_in_time).is_some());
+        assert!(cache.kept("a", read_at + MAX_AGE).is_none());
     }
 
     #[test]
@@ -262,10 +261,10 @@ mod tests {
             cache.keep(id, stored(id), now, Instant::now());
         }
         cache.heard(ListenEvent::Notification("b"));
-        assert!(cache.kept("a").is_some());
-        assert!(cache.kept("b").is_none());
+        assert!(cache.kept("a", Instant::now()).is_some());
+        assert!(cache.kept("b", Instant::now()).is_none());
         cache.heard(ListenEvent::Notification(""));
-        assert!(cache.kept("a").is_none());
-        assert!(cache.kept("c").is_none());
+        assert!(cache.kept("a", Instant::now()).is_none());
+        assert!(cache.kept("c", Instant::now()).is_none());
     }
 }
