@@ -12,6 +12,9 @@
 #   DB=capx BIN=target/release/jobwire EXTRA="--completion-linger-ms 0" \
 #       docs/bench/capped-drain-by-hand.sh
 #
+# SETUP_SQL=file runs that file after the migrations (e.g.
+# docs/bench/row-triggers-before.sql).
+#
 # Drops and recreates database DB (default jobwire_capped_by_hand) on the
 # local PostgreSQL.
 set -euo pipefail
@@ -25,6 +28,9 @@ PSQL=(psql -h 127.0.0.1 -U postgres -X -q)
 "${PSQL[@]}" -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" 2>/dev/null
 export DATABASE_URL=postgres://postgres@127.0.0.1:5432/$DB
 "$BIN" migrate >/dev/null
+if [[ -n ${SETUP_SQL:-} ]]; then
+    "${PSQL[@]}" -d "$DB" -v ON_ERROR_STOP=1 -f "$SETUP_SQL" >/dev/null
+fi
 "$BIN" tenant set noisy --max-running "$CAP" >/dev/null
 "${PSQL[@]}" -d "$DB" \
     -c "INSERT INTO jobs (job_id, queue, job_type, tenant)

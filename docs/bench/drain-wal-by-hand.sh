@@ -8,7 +8,9 @@
 #
 #   DB=walx BIN=target/release/jobwire docs/bench/drain-wal-by-hand.sh
 #
-# FILLFACTOR=N sets the jobs table's fillfactor before the jobs are written.
+# FILLFACTOR=N sets the jobs table's fillfactor before the jobs are written;
+# SETUP_SQL=file runs that file after the migrations (e.g.
+# docs/bench/row-triggers-before.sql).
 #
 # Drops and recreates database DB (default jobwire_drain_wal) on the local
 # PostgreSQL; reads its WAL files, so run it on the database's machine as a
@@ -24,6 +26,9 @@ PSQL=(psql -h 127.0.0.1 -U postgres -X -q)
 "${PSQL[@]}" -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" 2>/dev/null
 export DATABASE_URL=postgres://postgres@127.0.0.1:5432/$DB
 "$BIN" migrate >/dev/null
+if [[ -n ${SETUP_SQL:-} ]]; then
+    "${PSQL[@]}" -d "$DB" -v ON_ERROR_STOP=1 -f "$SETUP_SQL"
+fi
 if [[ -n ${FILLFACTOR:-} ]]; then
     "${PSQL[@]}" -d "$DB" -c "ALTER TABLE jobs SET (fillfactor = $FILLFACTOR)"
 fi

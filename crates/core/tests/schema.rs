@@ -129,8 +129,8 @@ async fn a_lease_exists_exactly_while_held(pool: PgPool) {
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn unknown_states_and_bad_rows_are_rejected(pool: PgPool) {
-    // An unknown state: the transition trigger refuses the update, the CHECK
-    // refuses the insert.
+    // An unknown state: the CHECK refuses the update and the insert (it holds
+    // as the row is written; the transition trigger runs after the write).
     let queued = queued_job(&pool).await;
     assert_eq!(
         violated_constraint(
@@ -139,7 +139,7 @@ async fn unknown_states_and_bad_rows_are_rejected(pool: PgPool) {
             queued
         )
         .await,
-        "jobs_legal_transition"
+        "jobs_state_valid"
     );
     assert_eq!(
         violated_constraint(

@@ -1,6 +1,8 @@
-//! Where a job's row versions land: the claim and the completion write the
-//! job's new versions into the page that already holds it, so the WAL
-//! carries only what changed (migration `20261203000004_jobs_fillfactor.sql`).
+//! Where a job's row versions land and what their writes log: the claim and
+//! the completion write the job's new versions into the page that already
+//! holds it, so the WAL carries only what changed (migration
+//! `20261203000004_jobs_fillfactor.sql`), and no row is locked before it is
+//! updated (migration `20261203000005_row_triggers_after_the_write.sql`).
 
 use std::time::Duration;
 
@@ -38,11 +40,12 @@ async fn a_claim_and_a_completion_keep_the_job_in_its_page(pool: PgPool) {
     let ids = jobwire_test_support::enqueue_ids(&pool, &jobs)
         .await
         .unwrap();
-    let first_page = pages_of(&pool, &ids[..1]).await[0];
+    let pages = pages_of(&pool, &ids).await;
+    let first_page = pages[0];
     let on_first_page: Vec<Uuid> = ids
         .iter()
         .copied()
-        .zip(pages_of(&pool, &ids).await)
+        .zip(pages)
         .filter(|(_, page)| *page == first_page)
         .map(|(id, _)| id)
         .take(5)
@@ -72,4 +75,38 @@ async fn a_claim_and_a_completion_keep_the_job_in_its_page(pool: PgPool) {
             .all(|result| matches!(result, FinishResult::Recorded { .. }))
     );
     assert_eq!(pages_of(&pool, &on_first_page).await, vec![first_page; 5]);
+}
+
+/// While `jobs` has any BEFORE UPDATE row trigger, PostgreSQL locks each row
+/// before updating it, whatever the trigger's column list or WHEN clause: a
+/// WAL record of its own for every completion and heartbeat. The checks run
+/// after the write instead (checked: this fails before migration
+/// `20261203000005`, naming both triggers).
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn no_trigger_runs_before_a_jobs_row_is_updated(pool: PgPool) {
+    // pg_trigger.tgtype bits: 1 a row trigger, 2 before, 16 on update.
+    let before_update: Vec<String> = sqlx::query_scalar(
+        "SELECT tgname::text FROM pg_trigger
+         WHERE tgrelid = 'jobs'::regclass AND NOT tgisinternal
+           AND tgtype & 1 = 1 AND tgtype & 2 = 2 AND tgtype & 16 = 16
+         ORDER BY tgname",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(before_update, Vec::<String>::new());
+    let after_update: Vec<String> = sqlx::query_scalar(
+        "SELECT tgname::text FROM pg_trigger
+         WHERE tgrelid = 'jobs'::regclass AND NOT tgisinternal
+           AND tgtype & 1 = 1 AND tgtype & 2 = 0 AND tgtype & 16 = 16
+         ORDER BY tgname",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert!(
+        after_update.contains(&"jobs_legal_transition".to_owned())
+            && after_update.contains(&"jobs_release_tenant_slot".to_owned()),
+        "both checks still run, after the write: {after_update:?}"
+    );
 }
