@@ -16,7 +16,9 @@
 -- back. On a PostgreSQL-path queue this statement clears the slots, frees
 -- their rows in one UPDATE and wakes the queue once; on a broker queue it
 -- leaves the slot set, and the row trigger jobs_release_tenant_slot hands
--- each one over with its own wake-up (migration 20261203000001).
+-- each one over with its own wake-up (migration 20261203000001), after the
+-- write, then clears the job's slot with an update of its own (migration
+-- 20261203000005).
 -- $1 job ids, $2 generations, $3 outcomes, $4 retry delays (ms), $5 error codes,
 -- $6 error messages, $7 lease owner.
 WITH done AS (
