@@ -478,3 +478,58 @@ async fn a_capped_claim_for_more_than_one_statement_takes_them_in_turns(pool: Pg
     assert_eq!(claimed.len(), 30);
     assert_eq!(held_slots(&pool, "tight").await, 30);
 }
+
+/// The broker path's safety net claims a job holding a tenant slot only
+/// once it has held that slot past the bound. A capped tenant's job waits
+/// for its slot as long as its tenant's backlog lasts; just handed one, its
+/// wake-up is on the way, not lost.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn the_safety_net_times_a_slot_holder_from_its_hand_over(pool: PgPool) {
+    const BOUND: Duration = Duration::from_secs(180);
+    jobwire_core::set_queue_dispatch(&pool, "b", &Dispatch::Broker { topic: "t".into() })
+        .await
+        .unwrap();
+    jobwire_core::set_tenant_cap(&pool, "b", None, Some(1))
+        .await
+        .unwrap();
+    let ids = enqueue_for(&pool, "b", "acme", 2).await;
+    // Both became due ten minutes ago; the first holds the slot since then.
+    sqlx::query(
+        "UPDATE jobs SET run_after = now() - interval '10 minutes',
+                         updated_at = now() - interval '10 minutes'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let queues = vec!["b".to_owned()];
+    let first = jobwire_core::claim_by_ids(&pool, &ids[..1], &queues, "c", LEASE)
+        .await
+        .unwrap()
+        .claimed
+        .remove(0);
+    // Its completion hands the slot to the second job, now.
+    jobwire_core::complete(&pool, "c", first.lease)
+        .await
+        .unwrap();
+    assert_eq!(jobs_naming_a_slot(&pool).await, 1);
+
+    let early = jobwire_core::claim_overdue(&pool, "b", BOUND, "net", 5, LEASE)
+        .await
+        .unwrap();
+    assert!(
+        early.is_empty(),
+        "a job handed its slot just now is not overdue: {early:?}"
+    );
+
+    // Held past the bound without being claimed: its wake-up was lost.
+    sqlx::query("UPDATE jobs SET updated_at = now() - interval '181 seconds' WHERE job_id = $1")
+        .bind(ids[1])
+        .execute(&pool)
+        .await
+        .unwrap();
+    let late = jobwire_core::claim_overdue(&pool, "b", BOUND, "net", 5, LEASE)
+        .await
+        .unwrap();
+    let late_ids: Vec<Uuid> = late.iter().map(|job| job.lease.job_id).collect();
+    assert_eq!(late_ids, vec![ids[1]]);
+}
