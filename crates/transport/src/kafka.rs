@@ -25,7 +25,7 @@ use rdkafka::consumer::{
 };
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Headers as _, Message, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::Mutex;
 
@@ -158,25 +158,33 @@ impl Shared {
 /// Publishes to Kafka.
 pub struct KafkaTransport {
     shared: Arc<Shared>,
-    producer: FutureProducer,
+    /// Replaced by a new one once librdkafka reports a fatal error: an
+    /// idempotent producer that hit one fails every send from then on. A
+    /// broker that comes back without its producer ids (one that keeps
+    /// them in memory) causes one ("unknown producer id").
+    producer: std::sync::Mutex<FutureProducer>,
+}
+
+/// The idempotent producer, `acks=all`.
+fn create_producer(config: &KafkaConfig) -> Result<FutureProducer, TransportError> {
+    ClientConfig::new()
+        .set("bootstrap.servers", &config.bootstrap)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("message.timeout.ms", config.timeout.as_millis().to_string())
+        .set("linger.ms", "2")
+        .set(
+            "message.max.bytes",
+            (config.max_message_bytes + 64 * 1024).to_string(),
+        )
+        .create()
+        .map_err(|err| TransportError::Refused(format!("producer config: {err}")))
 }
 
 impl KafkaTransport {
     /// Create the producer and admin client (connections open lazily).
     pub fn new(config: KafkaConfig) -> Result<Self, TransportError> {
-        let timeout_ms = config.timeout.as_millis().to_string();
-        let producer: FutureProducer = ClientConfig::new()
-            .set("bootstrap.servers", &config.bootstrap)
-            .set("enable.idempotence", "true")
-            .set("acks", "all")
-            .set("message.timeout.ms", &timeout_ms)
-            .set("linger.ms", "2")
-            .set(
-                "message.max.bytes",
-                (config.max_message_bytes + 64 * 1024).to_string(),
-            )
-            .create()
-            .map_err(|err| TransportError::Refused(format!("producer config: {err}")))?;
+        let producer = create_producer(&config)?;
         let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
             .set("bootstrap.servers", &config.bootstrap)
             .create()
@@ -187,8 +195,29 @@ impl KafkaTransport {
                 admin,
                 known_topics: Mutex::new(HashSet::new()),
             }),
-            producer,
+            producer: std::sync::Mutex::new(producer),
         })
+    }
+
+    /// The producer to send with: the current one, or a new one in its
+    /// place if it has hit a fatal error. The sends that failed with it
+    /// failed as unavailable, so their rows stay in the outbox and the
+    /// relay sends them again through the new one.
+    fn live_producer(&self) -> Result<FutureProducer, PublishError> {
+        let mut producer = self
+            .producer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((code, reason)) = producer.client().fatal_error() {
+            tracing::warn!(%code, %reason, "the Kafka producer hit a fatal error; starting a new one");
+            let fresh = create_producer(&self.shared.config)
+                .map_err(|err| PublishError::Unavailable(err.to_string()))?;
+            let failed = std::mem::replace(&mut *producer, fresh);
+            // Dropping a producer purges and flushes it (up to 500 ms):
+            // not on the runtime's threads.
+            tokio::task::spawn_blocking(move || drop(failed));
+        }
+        Ok(producer.clone())
     }
 }
 
@@ -228,6 +257,10 @@ impl Transport for KafkaTransport {
     }
 
     async fn publish(&self, batch: &[Envelope]) -> Vec<Result<(), PublishError>> {
+        let producer = match self.live_producer() {
+            Ok(producer) => producer,
+            Err(err) => return vec![Err(err); batch.len()],
+        };
         let mut results: Vec<Option<Result<(), PublishError>>> = vec![None; batch.len()];
         let mut topic_state: HashMap<&str, Result<(), PublishError>> = HashMap::new();
         let mut pending = Vec::new();
@@ -261,7 +294,7 @@ impl Transport for KafkaTransport {
             if let Some(key) = &envelope.key {
                 record = record.key(key);
             }
-            match self.producer.send_result(record) {
+            match producer.send_result(record) {
                 Ok(delivery) => pending.push((index, delivery)),
                 Err((err, _)) => results[index] = Some(Err(classify(&err))),
             }
@@ -333,15 +366,16 @@ impl Transport for KafkaTransport {
     }
 
     async fn close(&self) -> Result<(), TransportError> {
-        let producer = self.producer.clone();
+        let producer = self
+            .producer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
         let timeout = self.shared.config.timeout;
-        tokio::task::spawn_blocking(move || {
-            use rdkafka::producer::Producer;
-            producer.flush(timeout)
-        })
-        .await
-        .map_err(|err| TransportError::Unavailable(err.to_string()))?
-        .map_err(|err| TransportError::Unavailable(format!("flush: {err}")))
+        tokio::task::spawn_blocking(move || producer.flush(timeout))
+            .await
+            .map_err(|err| TransportError::Unavailable(err.to_string()))?
+            .map_err(|err| TransportError::Unavailable(format!("flush: {err}")))
     }
 
     async fn delete_topic(&self, topic: &str) -> Result<(), TransportError> {
