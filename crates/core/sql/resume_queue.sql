@@ -4,7 +4,11 @@
 -- fresh wake-up now (jobs not yet due still have theirs in the outbox), and
 -- a PostgreSQL-path queue gets a NOTIFY. Returns how many jobs were woken.
 -- A capped tenant's jobs are woken only with a slot: those handed one
--- before the pause, and those its free slots are handed to now.
+-- before the pause, and those its free slots are handed to now. A job that
+-- held its slot through the pause has its `updated_at` stamped with the new
+-- wake-up, as a hand-over does: the broker path's safety net times a slot
+-- holder from it, and would otherwise take the job ahead of its wake-up
+-- after a pause longer than its bound (and log it as lost).
 WITH resumed AS (
     INSERT INTO job_queues (queue, paused)
     VALUES ($1, false)
@@ -24,6 +28,14 @@ woken AS (
       AND (j.tenant IS NULL OR j.tenant_slot IS NOT NULL
            OR jobwire_tenant_cap(j.queue, j.tenant) IS NULL)
     RETURNING 1
+),
+restamped AS (
+    UPDATE jobs j SET updated_at = now()
+    FROM resumed r
+    WHERE j.queue = r.queue AND r.dispatch = 'broker'
+      AND j.state IN ('QUEUED', 'RETRY_WAIT')
+      AND j.run_after <= now()
+      AND j.tenant_slot IS NOT NULL
 ),
 handed AS (
     SELECT coalesce(jobwire_hand_out_free_slots(array_agg(f.queue), array_agg(f.tenant), 'resume'), 0)

@@ -533,3 +533,46 @@ async fn the_safety_net_times_a_slot_holder_from_its_hand_over(pool: PgPool) {
     let late_ids: Vec<Uuid> = late.iter().map(|job| job.lease.job_id).collect();
     assert_eq!(late_ids, vec![ids[1]]);
 }
+
+/// A job that held its slot through a long pause gets a fresh wake-up when
+/// the queue resumes; the safety net times it from that wake-up, not from
+/// its hand-over before the pause.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn resuming_a_queue_restarts_the_safety_net_clock_of_a_slot_holder(pool: PgPool) {
+    const BOUND: Duration = Duration::from_secs(180);
+    jobwire_core::set_queue_dispatch(&pool, "b", &Dispatch::Broker { topic: "t".into() })
+        .await
+        .unwrap();
+    jobwire_core::set_tenant_cap(&pool, "b", None, Some(1))
+        .await
+        .unwrap();
+    let ids = enqueue_for(&pool, "b", "acme", 1).await;
+    assert_eq!(jobs_naming_a_slot(&pool).await, 1);
+    jobwire_core::set_queue_paused(&pool, "b", true)
+        .await
+        .unwrap();
+    // Handed its slot (and its wake-up) ten minutes ago, before the pause.
+    sqlx::query(
+        "UPDATE jobs SET run_after = now() - interval '10 minutes',
+                         updated_at = now() - interval '10 minutes'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let woken = jobwire_core::resume_queue(&pool, "b").await.unwrap();
+    assert_eq!(woken, 1, "the slot holder gets a fresh wake-up");
+
+    let early = jobwire_core::claim_overdue(&pool, "b", BOUND, "net", 5, LEASE)
+        .await
+        .unwrap();
+    assert!(
+        early.is_empty(),
+        "a job woken by the resume just now is not overdue: {early:?}"
+    );
+    // Its new wake-up claims it as usual.
+    let claimed = jobwire_core::claim_by_ids(&pool, &ids, &["b".to_owned()], "c", LEASE)
+        .await
+        .unwrap()
+        .claimed;
+    assert_eq!(claimed.len(), 1);
+}
