@@ -13,6 +13,7 @@ use chrono::TimeDelta;
 use jobwire_core::{Enqueuer, NewJob};
 use serde_json::json;
 use sqlx::PgPool;
+use tokio::sync::watch;
 
 use super::FaultPath;
 
@@ -103,12 +104,25 @@ const BATCH: usize = 50;
 /// How long the enqueuer keeps retrying one batch before it gives up.
 const GIVE_UP_AFTER: Duration = Duration::from_secs(120);
 
+/// Where the enqueuer waits for PostgreSQL's restart to begin, as a share
+/// of its jobs: late enough that on time the restart has long begun (the
+/// timeline puts it at about two thirds of the enqueue window), early
+/// enough that the jobs left take seconds to send, longer than a restart.
+const HOLD_FOR_RESTART_AT: f64 = 0.75;
+
 /// Enqueue every job of `plans` (interleaving the paths) evenly over
 /// `window`, each batch in its own transaction, retrying through outages.
+///
+/// With `restart_begun`, the enqueuer does not pass three quarters of its
+/// jobs before PostgreSQL's restart has begun (or is called off: the
+/// sender dropped), so the restart always meets jobs being enqueued even
+/// when the faults before it ran late. The time held does not count
+/// towards the pace: the jobs left are sent at the same rate, not at once.
 pub(crate) async fn enqueue_all(
     pool: PgPool,
     plans: Vec<Vec<PlannedJob>>,
     window: Duration,
+    mut restart_begun: Option<watch::Receiver<bool>>,
 ) -> Result<LoadReport> {
     let mut report = LoadReport::default();
     let total: usize = plans.iter().map(Vec::len).sum();
@@ -122,11 +136,25 @@ pub(crate) async fn enqueue_all(
             }
         }
     }
+    let hold_at = (total as f64 * HOLD_FOR_RESTART_AT) as usize;
     let start = Instant::now();
+    let mut held = Duration::ZERO;
     let mut sent = 0;
     while sent < order.len() {
-        let elapsed = start.elapsed().as_secs_f64() / window.as_secs_f64().max(0.001);
-        let due = ((total as f64 * elapsed).ceil() as usize).clamp(sent + 1, total);
+        if sent >= hold_at
+            && let Some(mut begun) = restart_begun.take()
+        {
+            let waiting = Instant::now();
+            // An error means the restart will not come (the sender is gone).
+            let _ = begun.wait_for(|begun| *begun).await;
+            held += waiting.elapsed();
+        }
+        let paced = start.elapsed().saturating_sub(held);
+        let elapsed = paced.as_secs_f64() / window.as_secs_f64().max(0.001);
+        let mut due = ((total as f64 * elapsed).ceil() as usize).clamp(sent + 1, total);
+        if restart_begun.is_some() {
+            due = due.min(hold_at.max(sent + 1));
+        }
         while sent < due {
             let end = (sent + BATCH).min(due);
             let batch: Vec<NewJob> = order[sent..end].iter().map(|p| p.job.clone()).collect();

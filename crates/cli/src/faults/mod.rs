@@ -273,11 +273,13 @@ async fn run_scenario(database: &ScenarioDatabase, args: &FaultArgs) -> Result<R
         .acquire_timeout(Duration::from_secs(1))
         .connect(&database.url)
         .await?;
+    let (restart_begun, restart_seen) = tokio::sync::watch::channel(false);
     // Aborted if the scenario is dropped (Ctrl-C): nothing of it runs on.
     let enqueuer = AbortOnDropHandle::new(tokio::spawn(load::enqueue_all(
         enqueue_pool,
         plans,
         fault_window.mul_f64(ENQUEUE_SHARE),
+        (!args.no_restarts).then_some(restart_seen),
     )));
     let disrupter = Disrupter {
         pool: pool.clone(),
@@ -285,6 +287,7 @@ async fn run_scenario(database: &ScenarioDatabase, args: &FaultArgs) -> Result<R
         paths: paths.clone(),
         brokers: args.brokers.clone(),
         run: database.run.clone(),
+        restart_begun,
     };
     let plan = timeline::schedule(!args.no_restarts, &paths, fault_window);
     let disruptions = AbortOnDropHandle::new(tokio::spawn(disrupter.run(plan, start)));

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use sqlx::PgPool;
+use tokio::sync::watch;
 
 use super::FaultPath;
 use super::disruptions;
@@ -60,7 +61,8 @@ pub(crate) fn schedule(
         plan.push((0.28, Disruption::Restart("kafka")));
     }
     // PostgreSQL while jobs are still being enqueued: the enqueuer must
-    // ride it out too.
+    // ride it out too (it waits for this restart before its last jobs, in
+    // case the faults before it run late).
     if restarts {
         plan.push((0.45, Disruption::Restart("postgres")));
     }
@@ -82,6 +84,10 @@ pub(crate) struct Disrupter {
     pub(crate) brokers: BrokerArgs,
     /// The run's id, in its topics.
     pub(crate) run: String,
+    /// Told when PostgreSQL's restart begins: the enqueuer waits for it
+    /// before its last jobs (see `load::enqueue_all`). Dropped with the
+    /// disrupter, which tells the enqueuer not to wait if no restart came.
+    pub(crate) restart_begun: watch::Sender<bool>,
 }
 
 impl Disrupter {
@@ -101,10 +107,13 @@ impl Disrupter {
             tokio::time::sleep_until((start + at).into()).await;
             let began = start.elapsed();
             let (what, outcome) = match &disruption {
-                Disruption::Restart("postgres") => (
-                    "restart postgres".to_owned(),
-                    restart_postgres(&self.pool, &self.services).await,
-                ),
+                Disruption::Restart("postgres") => {
+                    self.restart_begun.send_replace(true);
+                    (
+                        "restart postgres".to_owned(),
+                        restart_postgres(&self.pool, &self.services).await,
+                    )
+                }
                 Disruption::Restart(service) => (
                     format!("restart {service}"),
                     disruptions::restart_service(&self.services, service).await,
