@@ -9,47 +9,32 @@
 //! `cargo test` runs test binaries one after another, never beside each
 //! other, so no other test sees the restarts.
 
+mod fault_run;
+
 use std::process::Command;
 
+use fault_run::{JOBWIRE, RESTARTS, run_faults, server_url};
 use serde_json::Value;
 use sqlx::{Connection, PgConnection};
 
-const JOBWIRE: &str = env!("CARGO_BIN_EXE_jobwire");
 const JOBS_PER_PATH: u64 = 200;
 
 #[tokio::test]
 async fn every_check_holds_through_kills_restarts_pauses_and_garbage() {
-    let services = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/services");
-    let server = std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let output = Command::new(JOBWIRE)
-        .args([
-            "faults",
-            "--jobs-per-path",
-            &JOBS_PER_PATH.to_string(),
-            "--fault-seconds",
-            "30",
-            "--kill-every-ms",
-            "1500",
-            "--drain-timeout-s",
-            "120",
-            "--services",
-            services,
-            "--keep-database",
-            "--json",
-        ])
-        .env("DATABASE_URL", &server)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("jobwire faults runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
-        panic!(
-            "no JSON report ({err}); stdout: {}\nstderr: {stderr}",
-            String::from_utf8_lossy(&output.stdout)
-        )
-    });
-    let shown = serde_json::to_string_pretty(&report).unwrap();
+    let server = server_url();
+    let run = run_faults(&[
+        "--jobs-per-path",
+        &JOBS_PER_PATH.to_string(),
+        "--fault-seconds",
+        "30",
+        "--kill-every-ms",
+        "1500",
+        "--drain-timeout-s",
+        "120",
+        "--keep-database",
+    ]);
+    let (report, shown, output) = (&run.report, &run.shown, &run.output);
+    let stderr = run.stderr();
 
     // The faults happened: a run that killed and restarted nothing would
     // pass every check and prove nothing.
@@ -69,12 +54,7 @@ async fn every_check_holds_through_kills_restarts_pauses_and_garbage() {
         .iter()
         .map(|fault| fault["what"].as_str().unwrap())
         .collect();
-    for expected in [
-        "restart rabbitmq",
-        "restart kafka",
-        "restart sqs",
-        "restart postgres",
-    ] {
+    for expected in RESTARTS {
         assert!(faults.contains(&expected), "{expected} missing: {shown}");
     }
     assert!(

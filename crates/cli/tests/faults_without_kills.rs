@@ -11,47 +11,28 @@
 //! `cargo test` runs test binaries one after another, never beside each
 //! other, so no other test sees the restarts.
 
-use std::process::Command;
+mod fault_run;
 
-use serde_json::Value;
+use fault_run::{RESTARTS, run_faults};
 
-const JOBWIRE: &str = env!("CARGO_BIN_EXE_jobwire");
 const JOBS_PER_PATH: u64 = 100;
 
 #[test]
 fn every_process_recovers_by_itself_from_every_restart() {
-    let services = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/services");
-    let server = std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let output = Command::new(JOBWIRE)
-        .args([
-            "faults",
-            "--jobs-per-path",
-            &JOBS_PER_PATH.to_string(),
-            "--fault-seconds",
-            "20",
-            "--kill-every-ms",
-            "0",
-            // A ceiling for a stuck process, not a speed target: a run
-            // that recovers drains seconds after the last fault.
-            "--drain-timeout-s",
-            "120",
-            "--services",
-            services,
-            "--json",
-        ])
-        .env("DATABASE_URL", &server)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("jobwire faults runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
-        panic!(
-            "no JSON report ({err}); stdout: {}\nstderr: {stderr}",
-            String::from_utf8_lossy(&output.stdout)
-        )
-    });
-    let shown = serde_json::to_string_pretty(&report).unwrap();
+    let run = run_faults(&[
+        "--jobs-per-path",
+        &JOBS_PER_PATH.to_string(),
+        "--fault-seconds",
+        "20",
+        "--kill-every-ms",
+        "0",
+        // A ceiling for a stuck process, not a speed target: a run that
+        // recovers drains seconds after the last fault.
+        "--drain-timeout-s",
+        "120",
+    ]);
+    let (report, shown) = (&run.report, &run.shown);
+    let stderr = run.stderr();
 
     assert_eq!(report["paths"].as_array().unwrap().len(), 4, "{shown}");
     assert_eq!(report["load"]["enqueued"], JOBS_PER_PATH * 4, "{shown}");
@@ -60,12 +41,7 @@ fn every_process_recovers_by_itself_from_every_restart() {
     // Every restart happened, each with no error: a run that restarted
     // nothing would prove nothing.
     let faults = report["faults"].as_array().unwrap();
-    for expected in [
-        "restart rabbitmq",
-        "restart kafka",
-        "restart sqs",
-        "restart postgres",
-    ] {
+    for expected in RESTARTS {
         let fault = faults
             .iter()
             .find(|fault| fault["what"] == expected)
@@ -84,5 +60,5 @@ fn every_process_recovers_by_itself_from_every_restart() {
             check["name"]
         );
     }
-    assert!(output.status.success(), "{shown}\nstderr: {stderr}");
+    assert!(run.output.status.success(), "{shown}\nstderr: {stderr}");
 }
