@@ -25,6 +25,29 @@ async fn enqueue_for(pool: &PgPool, queue: &str, tenant: &str, count: usize) -> 
         .unwrap()
 }
 
+/// Queue `b` dispatched to a broker (topic `t`), every tenant capped at
+/// `cap` running jobs.
+async fn capped_broker_queue(pool: &PgPool, cap: u32) {
+    jobwire_core::set_queue_dispatch(pool, "b", &Dispatch::Broker { topic: "t".into() })
+        .await
+        .unwrap();
+    jobwire_core::set_tenant_cap(pool, "b", None, Some(cap))
+        .await
+        .unwrap();
+}
+
+/// Every job due, and last written, ten minutes ago: older than the
+/// broker path's safety-net bound (180 s).
+async fn backdate_every_job_ten_minutes(pool: &PgPool) {
+    sqlx::query(
+        "UPDATE jobs SET run_after = now() - interval '10 minutes',
+                         updated_at = now() - interval '10 minutes'",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
 async fn held_slots(pool: &PgPool, queue: &str) -> i64 {
     sqlx::query_scalar(
         "SELECT count(*) FROM job_tenant_slots WHERE queue = $1 AND job_id IS NOT NULL",
@@ -211,12 +234,7 @@ async fn an_override_and_an_uncapped_queue_and_tenantless_jobs(pool: PgPool) {
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_broker_queue_wakes_a_capped_tenant_one_slot_at_a_time(pool: PgPool) {
-    jobwire_core::set_queue_dispatch(&pool, "b", &Dispatch::Broker { topic: "t".into() })
-        .await
-        .unwrap();
-    jobwire_core::set_tenant_cap(&pool, "b", None, Some(2))
-        .await
-        .unwrap();
+    capped_broker_queue(&pool, 2).await;
     let ids = enqueue_for(&pool, "b", "acme", 10).await;
     let woken = |pool: PgPool| async move {
         sqlx::query_scalar::<_, Uuid>("SELECT message_key::uuid FROM job_outbox ORDER BY id")
@@ -486,21 +504,10 @@ async fn a_capped_claim_for_more_than_one_statement_takes_them_in_turns(pool: Pg
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn the_safety_net_times_a_slot_holder_from_its_hand_over(pool: PgPool) {
     const BOUND: Duration = Duration::from_secs(180);
-    jobwire_core::set_queue_dispatch(&pool, "b", &Dispatch::Broker { topic: "t".into() })
-        .await
-        .unwrap();
-    jobwire_core::set_tenant_cap(&pool, "b", None, Some(1))
-        .await
-        .unwrap();
+    capped_broker_queue(&pool, 1).await;
     let ids = enqueue_for(&pool, "b", "acme", 2).await;
     // Both became due ten minutes ago; the first holds the slot since then.
-    sqlx::query(
-        "UPDATE jobs SET run_after = now() - interval '10 minutes',
-                         updated_at = now() - interval '10 minutes'",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
+    backdate_every_job_ten_minutes(&pool).await;
     let queues = vec!["b".to_owned()];
     let first = jobwire_core::claim_by_ids(&pool, &ids[..1], &queues, "c", LEASE)
         .await
@@ -540,25 +547,14 @@ async fn the_safety_net_times_a_slot_holder_from_its_hand_over(pool: PgPool) {
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn resuming_a_queue_restarts_the_safety_net_clock_of_a_slot_holder(pool: PgPool) {
     const BOUND: Duration = Duration::from_secs(180);
-    jobwire_core::set_queue_dispatch(&pool, "b", &Dispatch::Broker { topic: "t".into() })
-        .await
-        .unwrap();
-    jobwire_core::set_tenant_cap(&pool, "b", None, Some(1))
-        .await
-        .unwrap();
+    capped_broker_queue(&pool, 1).await;
     let ids = enqueue_for(&pool, "b", "acme", 1).await;
     assert_eq!(jobs_naming_a_slot(&pool).await, 1);
     jobwire_core::set_queue_paused(&pool, "b", true)
         .await
         .unwrap();
     // Handed its slot (and its wake-up) ten minutes ago, before the pause.
-    sqlx::query(
-        "UPDATE jobs SET run_after = now() - interval '10 minutes',
-                         updated_at = now() - interval '10 minutes'",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
+    backdate_every_job_ten_minutes(&pool).await;
     let woken = jobwire_core::resume_queue(&pool, "b").await.unwrap();
     assert_eq!(woken, 1, "the slot holder gets a fresh wake-up");
 
