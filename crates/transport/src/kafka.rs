@@ -204,10 +204,7 @@ impl KafkaTransport {
     /// failed as unavailable, so their rows stay in the outbox and the
     /// relay sends them again through the new one.
     fn live_producer(&self) -> Result<FutureProducer, PublishError> {
-        let mut producer = self
-            .producer
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut producer = self.producer_slot();
         if let Some((code, reason)) = producer.client().fatal_error() {
             tracing::warn!(%code, %reason, "the Kafka producer hit a fatal error; starting a new one");
             let fresh = create_producer(&self.shared.config)
@@ -218,6 +215,14 @@ impl KafkaTransport {
             tokio::task::spawn_blocking(move || drop(failed));
         }
         Ok(producer.clone())
+    }
+
+    /// The current producer, locked (a panic while it was held left it
+    /// usable: nothing is written under the lock but a whole replacement).
+    fn producer_slot(&self) -> std::sync::MutexGuard<'_, FutureProducer> {
+        self.producer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -366,11 +371,7 @@ impl Transport for KafkaTransport {
     }
 
     async fn close(&self) -> Result<(), TransportError> {
-        let producer = self
-            .producer
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
+        let producer = self.producer_slot().clone();
         let timeout = self.shared.config.timeout;
         tokio::task::spawn_blocking(move || producer.flush(timeout))
             .await

@@ -153,7 +153,8 @@ pub(crate) async fn enqueue_all(
         let elapsed = paced.as_secs_f64() / window.as_secs_f64().max(0.001);
         let mut due = ((total as f64 * elapsed).ceil() as usize).clamp(sent + 1, total);
         if restart_begun.is_some() {
-            due = due.min(hold_at.max(sent + 1));
+            // Still waiting to hold: here sent < hold_at.
+            due = due.min(hold_at);
         }
         while sent < due {
             let end = (sent + BATCH).min(due);
