@@ -68,17 +68,22 @@ struct Handover {
 /// measures how long each freed slot stayed empty. A job's finish is its
 /// completion's timestamp, before that transaction commits and the slot
 /// is free, so the figure includes the commit: an upper bound.
+///
+/// The two orders are zipped as arrays (`unnest` of two arrays pairs them
+/// by position) rather than joined on row numbers: with statistics from
+/// before the backlog the planner joined the row numbers in a nested loop,
+/// and pairing 20,000 jobs took 75 s.
 async fn slot_handover(pool: &PgPool, queue: &str, cap: u32) -> Result<Handover> {
     Ok(sqlx::query_as(
-        "WITH starts AS (
-             SELECT heartbeat_at AS at, row_number() OVER (ORDER BY heartbeat_at) AS n
-             FROM jobs WHERE queue = $1 AND tenant = $2),
-         finishes AS (
-             SELECT finished_at AS at, row_number() OVER (ORDER BY finished_at) AS n
+        "WITH ordered AS (
+             SELECT array_agg(heartbeat_at ORDER BY heartbeat_at) AS starts,
+                    array_agg(finished_at ORDER BY finished_at) AS finishes
              FROM jobs WHERE queue = $1 AND tenant = $2),
          handover AS (
-             SELECT greatest(extract(epoch FROM s.at - f.at), 0) * 1000 AS ms
-             FROM finishes f JOIN starts s ON s.n = f.n + $3)
+             SELECT greatest(extract(epoch FROM p.started - p.finished), 0) * 1000 AS ms
+             FROM ordered o
+             CROSS JOIN LATERAL unnest(o.finishes, o.starts[$3::int + 1:]) AS p(finished, started)
+             WHERE p.finished IS NOT NULL AND p.started IS NOT NULL)
          SELECT percentile_cont(0.50) WITHIN GROUP (ORDER BY ms)::float8 AS p50,
                 percentile_cont(0.95) WITHIN GROUP (ORDER BY ms)::float8 AS p95,
                 percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::float8 AS p99
