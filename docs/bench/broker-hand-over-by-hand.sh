@@ -17,7 +17,8 @@
 #
 # and the script prints p50/p95/p99 of freed -> relayed, relayed -> claimed
 # and freed -> claimed (the bench's "slot hand-over", which pairs finishes
-# and starts by order instead), and A's jobs/s.
+# and starts by order instead), then the first two by 20 s of the run, and
+# A's jobs/s. WATCH=name also prints that process's CPU share every 5 s.
 #
 #   DB=hob BIN=target/release/jobwire TRANSPORT=rabbitmq \
 #       docs/bench/broker-hand-over-by-hand.sh
@@ -51,7 +52,17 @@ export DATABASE_URL=postgres://postgres@127.0.0.1:5432/$DB
 "$BIN" run --transport "$TRANSPORT" --queue "$QUEUE=64" --consumer-group hand-over-by-hand \
     --no-retention --no-scheduler --no-reconciler ${EXTRA:-} >"${LOG:-/dev/null}" 2>&1 &
 runner=$!
-trap 'kill -INT $runner 2>/dev/null || true' EXIT
+if [[ -n ${WATCH:-} ]]; then
+    # The CPU share of process WATCH every 5 s (e.g. WATCH=nisshi, the
+    # Kafka-protocol broker of scripts/services).
+    watched=$(mktemp)
+    (for ((i = 1; ; i++)); do
+        sleep 5
+        echo "$WATCH CPU % at $((i * 5)) s: $(top -b -n1 -d0.5 | awk -v p="$WATCH" '$12 == p {print $9}')"
+    done >"$watched") &
+    watcher=$!
+fi
+trap 'kill -INT $runner ${watcher:-} 2>/dev/null || true' EXIT
 until [[ $("${PSQL[@]}" -d "$DB" -tAc "SELECT count(*) FROM job_queues WHERE queue = '$QUEUE' AND dispatch = 'broker'") == 1 ]]; do
     sleep 0.2
 done
@@ -70,20 +81,40 @@ done
 kill -INT "$runner"
 wait "$runner" || true
 trap - EXIT
+if [[ -n ${WATCH:-} ]]; then
+    kill "$watcher" 2>/dev/null || true
+fi
 "${PSQL[@]}" -d "$DB" -c "
     SELECT round(count(*) / extract(epoch FROM max(finished_at) - min(heartbeat_at))) AS a_jobs_per_s
     FROM jobs" -c "
-    WITH first AS (SELECT min(created_at) AS enqueued FROM jobs),
-         h AS (SELECT extract(epoch FROM l.relayed_at - l.created_at) * 1000 AS freed_relayed,
-                      extract(epoch FROM j.heartbeat_at - l.relayed_at) * 1000 AS relayed_claimed,
-                      extract(epoch FROM j.heartbeat_at - l.created_at) * 1000 AS freed_claimed
-               FROM hand_over_log l JOIN jobs j ON j.job_id::text = l.message_key, first
-               WHERE l.created_at > first.enqueued)
+    -- One row per handed-over job: every job whose wake-up was written
+    -- after the enqueue (the first CAP got theirs from the enqueue itself).
+    CREATE VIEW hand_overs AS
+    SELECT extract(epoch FROM l.created_at - first.enqueued) AS since_enqueue_s,
+           extract(epoch FROM l.relayed_at - l.created_at) * 1000 AS freed_relayed,
+           extract(epoch FROM j.heartbeat_at - l.relayed_at) * 1000 AS relayed_claimed,
+           extract(epoch FROM j.heartbeat_at - l.created_at) * 1000 AS freed_claimed
+    FROM hand_over_log l JOIN jobs j ON j.job_id::text = l.message_key,
+         (SELECT min(created_at) AS enqueued FROM jobs) first
+    WHERE l.created_at > first.enqueued" -c "
     SELECT stage, count(*) AS hand_overs,
            round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 1) AS p50_ms,
            round(percentile_cont(0.95) WITHIN GROUP (ORDER BY ms)::numeric, 1) AS p95_ms,
            round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::numeric, 1) AS p99_ms
-    FROM h CROSS JOIN LATERAL (VALUES (1, 'freed -> relayed', freed_relayed),
-                                      (2, 'relayed -> claimed', relayed_claimed),
-                                      (3, 'freed -> claimed', freed_claimed)) s(k, stage, ms)
+    FROM hand_overs h
+    CROSS JOIN LATERAL (VALUES (1, 'freed -> relayed', h.freed_relayed),
+                               (2, 'relayed -> claimed', h.relayed_claimed),
+                               (3, 'freed -> claimed', h.freed_claimed)) s(k, stage, ms)
     GROUP BY k, stage ORDER BY k"
+echo "-- by 20 s of the run (freed -> relayed, relayed -> claimed; ms):"
+"${PSQL[@]}" -d "$DB" -c "
+    SELECT floor(since_enqueue_s / 20) * 20 AS s, count(*),
+           round(percentile_cont(0.5) WITHIN GROUP (ORDER BY freed_relayed)::numeric, 1) AS fr50,
+           round(percentile_cont(0.95) WITHIN GROUP (ORDER BY freed_relayed)::numeric, 1) AS fr95,
+           round(percentile_cont(0.5) WITHIN GROUP (ORDER BY relayed_claimed)::numeric, 1) AS rc50,
+           round(percentile_cont(0.95) WITHIN GROUP (ORDER BY relayed_claimed)::numeric, 1) AS rc95
+    FROM hand_overs GROUP BY 1 ORDER BY 1"
+if [[ -n ${WATCH:-} ]]; then
+    cat "$watched"
+    rm -f "$watched"
+fi
