@@ -13,6 +13,8 @@
 //!   lockstep;
 //! - [`sleep`] and [`sleep_or_notified`]: sleeps that end early on shutdown
 //!   (and on a wake-up);
+//! - [`Wake`]: a wake-up shared by several loops that a loop busy when it
+//!   was sent still sees at its next wait;
 //! - [`listen`]: LISTEN on a channel with reconnects, reporting when
 //!   notifications may have been lost;
 //! - [`InvalidSetting`]: the typed error every `Config::validate` returns.
@@ -28,6 +30,7 @@ mod listen;
 mod pause;
 mod setting;
 mod sleep;
+mod wake;
 
 pub use backoff::Backoff;
 pub use idle::IdlePoll;
@@ -36,3 +39,4 @@ pub use listen::{ListenEvent, listen};
 pub use pause::Pause;
 pub use setting::InvalidSetting;
 pub use sleep::{Wait, sleep, sleep_or_notified};
+pub use wake::Wake;

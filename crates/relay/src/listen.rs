@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use jobwire_loop::Wake;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
@@ -10,11 +11,8 @@ pub const OUTBOX_CHANNEL: &str = "jobwire_outbox";
 
 /// Forward NOTIFYs on [`OUTBOX_CHANNEL`] to the drain tasks: every
 /// notification, and every moment some may have been missed, wakes all of
-/// them (they check the table, which is the truth).
-pub(crate) async fn listen(
-    pool: PgPool,
-    wake: Arc<tokio::sync::Notify>,
-    shutdown: CancellationToken,
-) {
-    jobwire_loop::listen(pool, OUTBOX_CHANNEL, shutdown, |_| wake.notify_waiters()).await;
+/// them (they check the table, which is the truth), a task in the middle of
+/// a pass as soon as the pass ends.
+pub(crate) async fn listen(pool: PgPool, wake: Arc<Wake>, shutdown: CancellationToken) {
+    jobwire_loop::listen(pool, OUTBOX_CHANNEL, shutdown, |_| wake.send()).await;
 }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use jobwire_loop::{IdlePoll, POLL_SPREAD, Pause, jittered, sleep, sleep_or_notified};
+use jobwire_loop::{IdlePoll, POLL_SPREAD, Pause, Wake, jittered, sleep};
 use jobwire_transport::Transport;
 use sqlx::PgPool;
 use tokio::task::JoinSet;
@@ -71,7 +71,7 @@ impl Relay {
     pub async fn run(self, shutdown: CancellationToken) -> Result<RelayReport, RelayError> {
         self.config.validate()?;
         let relay = Arc::new(self);
-        let wake = Arc::new(tokio::sync::Notify::new());
+        let wake = Arc::new(Wake::new());
         let mut tasks = JoinSet::new();
         tasks.spawn(listen(relay.pool.clone(), wake.clone(), shutdown.clone()));
         match relay.config.ordering {
@@ -108,13 +108,17 @@ impl Relay {
 
     async fn drain_loop(
         self: Arc<Self>,
-        wake: Arc<tokio::sync::Notify>,
+        wake: Arc<Wake>,
         shutdown: CancellationToken,
         shards: Option<Arc<tokio::sync::RwLock<Vec<i64>>>>,
     ) {
         let mut backoff = Pause::new(self.config.min_backoff, self.config.max_backoff);
         let mut idle = IdlePoll::new(self.config.poll_interval);
         while !shutdown.is_cancelled() {
+            // Taken before the pass looks at the table: a row announced
+            // while the pass runs (its NOTIFY finds this task busy) is
+            // looked for again at once, not at the end of the idle pause.
+            let mark = wake.mark();
             let held = match &shards {
                 Some(shards) => Some(shards.read().await.clone()),
                 None => None,
@@ -122,10 +126,7 @@ impl Relay {
             if held.as_ref().is_some_and(Vec::is_empty) {
                 // Another relay holds every shard: stand by.
                 let poll = jittered(self.config.poll_interval, POLL_SPREAD);
-                if sleep_or_notified(poll, &wake, &shutdown)
-                    .await
-                    .is_cancelled()
-                {
+                if wake.sleep_since(mark, poll, &shutdown).await.is_cancelled() {
                     return;
                 }
                 continue;
@@ -161,7 +162,8 @@ impl Relay {
                         idle.found_work();
                     }
                     let pause = self.idle_pause(&mut idle).await;
-                    if sleep_or_notified(pause, &wake, &shutdown)
+                    if wake
+                        .sleep_since(mark, pause, &shutdown)
                         .await
                         .is_cancelled()
                     {
