@@ -467,6 +467,79 @@ async fn one_completion_across_both_paths_frees_one_slot_and_hands_over_the_othe
     assert_eq!(jobs_naming_a_slot(&pool).await, 1);
 }
 
+/// A completion of several jobs on a broker queue hands each freed slot to
+/// a different waiting job of the tenant, in claim order, with its wake-up,
+/// in the completion's one statement; a slot above a cap lowered meanwhile
+/// is freed, not handed over.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_broker_completion_hands_each_freed_slot_to_the_next_job(pool: PgPool) {
+    capped_broker_queue(&pool, 3).await;
+    let ids = enqueue_for(&pool, "b", "acme", 6).await;
+    let queues = vec!["b".to_owned()];
+    let running = jobwire_core::claim_by_ids(&pool, &ids[..3], &queues, "c", LEASE)
+        .await
+        .unwrap()
+        .claimed;
+    assert_eq!(running.len(), 3);
+    jobwire_core::set_tenant_cap(&pool, "b", None, Some(2))
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM job_outbox")
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    let finished = jobwire_core::finish_many(
+        &pool,
+        "c",
+        &running
+            .iter()
+            .map(|job| (job.lease, FinishOutcome::Succeeded))
+            .collect::<Vec<_>>(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        finished
+            .iter()
+            .all(|result| matches!(result, jobwire_core::FinishResult::Recorded { .. }))
+    );
+
+    let holders: Vec<(i32, Option<Uuid>)> =
+        sqlx::query_as("SELECT slot, job_id FROM job_tenant_slots WHERE queue = 'b' ORDER BY slot")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        holders,
+        vec![(1, Some(ids[3])), (2, Some(ids[4])), (3, None)]
+    );
+    let named: Vec<(Uuid, i32)> = sqlx::query_as(
+        "SELECT job_id, tenant_slot FROM jobs WHERE tenant_slot IS NOT NULL ORDER BY tenant_slot",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(named, vec![(ids[3], 1), (ids[4], 2)]);
+    let woken: Vec<(Uuid, String)> = sqlx::query_as(
+        "SELECT message_key::uuid, headers->>'jobwire-reason' FROM job_outbox ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        woken,
+        vec![(ids[3], "slot".to_owned()), (ids[4], "slot".to_owned())]
+    );
+
+    // The two handed a slot claim on their wake-ups; the last one waits.
+    let next = jobwire_core::claim_by_ids(&pool, &ids[3..], &queues, "c", LEASE)
+        .await
+        .unwrap();
+    assert_eq!(next.claimed.len(), 2);
+    assert_eq!(next.missed, vec![(ids[5], jobwire_core::ClaimMiss::Capped)]);
+}
+
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_capped_claim_for_more_than_one_statement_takes_them_in_turns(pool: PgPool) {
     // A cap that does not bind: the claim gets all it asked for, though one
