@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use jobwire_core::{Dispatch, FinishOutcome, JobState, NewJob};
+use jobwire_core::{Dispatch, FinishOutcome, JobState, Lease, NewJob};
 use jobwire_test_support::expire_lease;
 use serde_json::json;
 use sqlx::PgPool;
@@ -56,6 +56,24 @@ async fn held_slots(pool: &PgPool, queue: &str) -> i64 {
     .fetch_one(pool)
     .await
     .unwrap()
+}
+
+/// Every lease finished as succeeded by one `finish_many` call, each one
+/// recorded.
+async fn finish_all_in_one_call(pool: &PgPool, owner: &str, leases: &[Lease]) {
+    let reports: Vec<(Lease, FinishOutcome)> = leases
+        .iter()
+        .map(|lease| (*lease, FinishOutcome::Succeeded))
+        .collect();
+    let finished = jobwire_core::finish_many(pool, owner, &reports)
+        .await
+        .unwrap();
+    assert_eq!(finished.len(), leases.len());
+    assert!(
+        finished
+            .iter()
+            .all(|result| matches!(result, jobwire_core::FinishResult::Recorded { .. }))
+    );
 }
 
 /// Jobs whose row still names a tenant slot.
@@ -435,21 +453,7 @@ async fn one_completion_across_both_paths_frees_one_slot_and_hands_over_the_othe
         .unwrap()
         .remove(0);
 
-    let finished = jobwire_core::finish_many(
-        &pool,
-        "w",
-        &[
-            (postgres_job.lease, FinishOutcome::Succeeded),
-            (broker_job.lease, FinishOutcome::Succeeded),
-        ],
-    )
-    .await
-    .unwrap();
-    assert!(
-        finished
-            .iter()
-            .all(|result| matches!(result, jobwire_core::FinishResult::Recorded { .. }))
-    );
+    finish_all_in_one_call(&pool, "w", &[postgres_job.lease, broker_job.lease]).await;
     assert_eq!(held_slots(&pool, "q").await, 0);
     let broker_holder: Option<Uuid> =
         sqlx::query_scalar("SELECT job_id FROM job_tenant_slots WHERE queue = 'b'")
@@ -489,21 +493,8 @@ async fn a_broker_completion_hands_each_freed_slot_to_the_next_job(pool: PgPool)
         .await
         .unwrap();
 
-    let finished = jobwire_core::finish_many(
-        &pool,
-        "c",
-        &running
-            .iter()
-            .map(|job| (job.lease, FinishOutcome::Succeeded))
-            .collect::<Vec<_>>(),
-    )
-    .await
-    .unwrap();
-    assert!(
-        finished
-            .iter()
-            .all(|result| matches!(result, jobwire_core::FinishResult::Recorded { .. }))
-    );
+    let leases: Vec<Lease> = running.iter().map(|job| job.lease).collect();
+    finish_all_in_one_call(&pool, "c", &leases).await;
 
     let holders: Vec<(i32, Option<Uuid>)> =
         sqlx::query_as("SELECT slot, job_id FROM job_tenant_slots WHERE queue = 'b' ORDER BY slot")
