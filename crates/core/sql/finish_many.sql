@@ -71,7 +71,7 @@ WITH done AS (
 -- others skip the lookup, so a queue without caps pays next to nothing for
 -- this), with the broker topic of a broker queue.
 held AS (
-    SELECT s.queue, s.tenant, s.slot, q.topic
+    SELECT s.queue, s.tenant, s.slot, s.job_id, q.topic
     FROM done d
     JOIN job_tenant_slots s ON s.job_id = d.job_id
     LEFT JOIN job_queues q ON q.queue = s.queue AND q.dispatch = 'broker'
@@ -88,8 +88,10 @@ passing AS (
 ),
 -- As many of each tenant's next due jobs holding no slot, in claim order.
 -- The tenant as a range and in the order, as in the capped claim: a walk
--- of jobs_tenant_claimable_idx.
-next_jobs AS (
+-- of jobs_tenant_claimable_idx. MATERIALIZED: it locks rows, so it must be
+-- run once however often it is read (PostgreSQL never inlines such a CTE;
+-- this says so).
+next_jobs AS MATERIALIZED (
     SELECT g.queue, g.tenant, x.job_id, x.lease_generation, x.job_type, x.traceparent,
            x.tracestate,
            row_number() OVER (PARTITION BY g.queue, g.tenant
@@ -121,6 +123,7 @@ slots AS (
     FROM held f
     LEFT JOIN handed h ON h.queue = f.queue AND h.tenant = f.tenant AND h.slot = f.slot
     WHERE s.queue = f.queue AND s.tenant = f.tenant AND s.slot = f.slot
+      AND s.job_id = f.job_id
     RETURNING s.queue, f.topic
 ),
 -- updated_at: when the slot was handed over, which the safety net's claim
