@@ -36,9 +36,20 @@ pub async fn sleep(pause: Duration, stop: &CancellationToken) -> Wait {
 /// cancelled, whichever comes first. Used by idle loops: a notification is
 /// "check now", the pause is the poll fallback.
 pub async fn sleep_or_notified(pause: Duration, wake: &Notify, stop: &CancellationToken) -> Wait {
+    sleep_or_woken(pause, wake.notified(), stop).await
+}
+
+/// Sleep for `pause`, until `woken` completes, or until `stop` is
+/// cancelled, whichever comes first: the wait every idle loop shares,
+/// whatever wakes it ([`sleep_or_notified`], [`crate::Wake`]).
+pub(crate) async fn sleep_or_woken(
+    pause: Duration,
+    woken: impl Future<Output = ()>,
+    stop: &CancellationToken,
+) -> Wait {
     tokio::select! {
         _ = tokio::time::sleep(pause) => Wait::Elapsed,
-        _ = wake.notified() => Wait::Notified,
+        _ = woken => Wait::Notified,
         _ = stop.cancelled() => Wait::Cancelled,
     }
 }

@@ -16,6 +16,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::Wait;
+use crate::sleep::sleep_or_woken;
 
 /// "Check now", for every loop that shares it; see the module docs.
 #[derive(Debug, Default)]
@@ -58,11 +59,7 @@ impl Wake {
         if self.mark() != mark {
             return Wait::Notified;
         }
-        tokio::select! {
-            _ = tokio::time::sleep(pause) => Wait::Elapsed,
-            _ = notified => Wait::Notified,
-            _ = stop.cancelled() => Wait::Cancelled,
-        }
+        sleep_or_woken(pause, notified, stop).await
     }
 }
 
