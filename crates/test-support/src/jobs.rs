@@ -54,9 +54,22 @@ pub async fn wait_for_all_finished(pool: &PgPool, ids: &[Uuid], timeout: Duratio
             return Ok(());
         }
         if tokio::time::Instant::now() > deadline {
+            // Where the first few are, so that a failure says which way
+            // they were lost.
+            let stuck: Vec<String> = sqlx::query_scalar(
+                "SELECT format('%s %s tenant %s slot %s attempts %s', job_id, state,
+                               coalesce(tenant, '-'), coalesce(tenant_slot::text, '-'),
+                               attempt_count)
+                 FROM jobs WHERE job_id = ANY($1) AND finished_at IS NULL
+                 ORDER BY created_at LIMIT 5",
+            )
+            .bind(ids)
+            .fetch_all(pool)
+            .await?;
             bail!(
-                "{unfinished} of {} jobs unfinished after {timeout:?}",
-                ids.len()
+                "{unfinished} of {} jobs unfinished after {timeout:?}, among them: {}",
+                ids.len(),
+                stuck.join("; ")
             );
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
