@@ -531,6 +531,92 @@ async fn a_broker_completion_hands_each_freed_slot_to_the_next_job(pool: PgPool)
     assert_eq!(next.missed, vec![(ids[5], jobwire_core::ClaimMiss::Capped)]);
 }
 
+/// Waits until some session of this test's database waits for a lock.
+async fn until_a_session_waits_for_a_lock(pool: &PgPool) {
+    for _ in 0..1000 {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no session waited for a lock within 10 s");
+}
+
+/// A job handed a slot gets one wake-up. A transaction that locked the job
+/// without wanting it (a concurrent completion that looked for its tenant's
+/// next job under an older snapshot passes it over on a second look, but
+/// keeps the lock until it commits) must not make that wake-up's claim a
+/// miss: the claim waits for the lock and takes the job. A lock held past
+/// the claim's bound leaves the job waiting, as before.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_wake_up_claim_waits_out_a_passing_lock_on_a_job_handed_a_slot(pool: PgPool) {
+    capped_broker_queue(&pool, 1).await;
+    let ids = enqueue_for(&pool, "b", "acme", 3).await;
+    let queues = vec!["b".to_owned()];
+    let first = jobwire_core::claim_by_ids(&pool, &ids[..1], &queues, "c", LEASE)
+        .await
+        .unwrap()
+        .claimed
+        .remove(0);
+    finish_all_in_one_call(&pool, "c", &[first.lease]).await;
+    let handed: Option<i32> = sqlx::query_scalar("SELECT tenant_slot FROM jobs WHERE job_id = $1")
+        .bind(ids[1])
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(handed, Some(1));
+
+    let lock_the_job = "SELECT 1 FROM jobs WHERE job_id = $1 FOR UPDATE";
+    let mut passer = pool.begin().await.unwrap();
+    sqlx::query(lock_the_job)
+        .bind(ids[1])
+        .execute(&mut *passer)
+        .await
+        .unwrap();
+    let claim = tokio::spawn({
+        let (pool, queues, id) = (pool.clone(), queues.clone(), ids[1]);
+        async move { jobwire_core::claim_by_ids(&pool, &[id], &queues, "c", LEASE).await }
+    });
+    until_a_session_waits_for_a_lock(&pool).await;
+    passer.commit().await.unwrap();
+    let woken = claim.await.unwrap().unwrap();
+    assert_eq!(woken.missed, vec![]);
+    assert_eq!(woken.claimed.len(), 1);
+    assert_eq!(woken.claimed[0].lease.job_id, ids[1]);
+
+    // A lock that outlasts the bound: the claim gives up and reports the
+    // job as waiting; the job keeps its slot, its claim to come.
+    finish_all_in_one_call(&pool, "c", &[woken.claimed[0].lease]).await;
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query(lock_the_job)
+        .bind(ids[2])
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let given_up = jobwire_core::claim_by_ids(&pool, &ids[2..], &queues, "c", LEASE)
+        .await
+        .unwrap();
+    assert_eq!(
+        given_up.missed,
+        vec![(ids[2], jobwire_core::ClaimMiss::Capped)]
+    );
+    holder.rollback().await.unwrap();
+    let state: (JobState, Option<i32>) =
+        sqlx::query_as("SELECT state, tenant_slot FROM jobs WHERE job_id = $1")
+            .bind(ids[2])
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(state, (JobState::Queued, Some(1)));
+}
+
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_capped_claim_for_more_than_one_statement_takes_them_in_turns(pool: PgPool) {
     // A cap that does not bind: the claim gets all it asked for, though one
