@@ -13,12 +13,18 @@
 -- The CASE expressions read j.* so that they see the row as locked, even if a
 -- cancel request landed while this statement waited for the lock.
 -- Tenant slots: every outcome leaves RUNNING, so a job holding a slot gives it
--- back. On a PostgreSQL-path queue this statement clears the slots, frees
--- their rows in one UPDATE and wakes the queue once; on a broker queue it
--- leaves the slot set, and the row trigger jobs_release_tenant_slot hands
--- each one over with its own wake-up (migration 20261203000001), after the
--- write, then clears the job's slot with an update of its own (migration
--- 20261203000005).
+-- back, here, as one set: the statement clears every finished job's slot
+-- (so the row trigger jobs_release_tenant_slot, which serves sweeps, cancels
+-- and hand edits, does not fire), then on a broker queue hands each freed
+-- slot to one of its tenant's next due jobs holding none, with that job's
+-- wake-up (reason `slot`), and frees the rest; on a PostgreSQL-path queue it
+-- frees them and wakes the queue once. The trigger did the same for one job
+-- at a time, with about eight statements per job and a second write of the
+-- finished row (docs/benchmarks.md, "A broker completion hands its slots
+-- over as one set, landed"). A job this statement looks at and passes over
+-- (handed a slot by another completion since this statement's snapshot)
+-- stays locked until the commit: its wake-up claim waits for that lock
+-- (migration 20261204000001).
 -- $1 job ids, $2 generations, $3 outcomes, $4 retry delays (ms), $5 error codes,
 -- $6 error messages, $7 lease owner.
 WITH done AS (
@@ -50,14 +56,7 @@ WITH done AS (
         lease_owner = NULL,
         lease_expires_at = NULL,
         updated_at = now(),
-        -- The queue is looked up only for a job holding a slot.
-        tenant_slot = CASE
-            WHEN j.tenant_slot IS NULL
-                 OR NOT EXISTS (SELECT 1 FROM job_queues q
-                                WHERE q.queue = j.queue AND q.dispatch = 'broker')
-                THEN NULL
-            ELSE j.tenant_slot
-        END
+        tenant_slot = NULL
     FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[])
         AS o(job_id, lease_generation, outcome, retry_delay_ms, error_code, error_message)
     WHERE j.job_id = o.job_id
@@ -71,27 +70,92 @@ WITH done AS (
               END AS cancel_latency_s,
               j.tenant
 ),
--- The slots of the jobs above on PostgreSQL-path queues. A broker queue's
--- slot row is left to the trigger, which has already handed it over. Only
--- a job with a tenant can hold one: the others skip the slot lookup, so a
--- queue without caps pays next to nothing for this.
-freed AS (
-    UPDATE job_tenant_slots s
-    SET job_id = NULL
+-- The slots the jobs above held (only a job with a tenant can hold one: the
+-- others skip the lookup, so a queue without caps pays next to nothing for
+-- this), with the broker topic of a broker queue.
+held AS (
+    SELECT s.queue, s.tenant, s.slot, s.job_id, q.topic
     FROM done d
-    WHERE d.tenant IS NOT NULL AND s.job_id = d.job_id
-      AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.queue = s.queue AND q.dispatch = 'broker')
-    RETURNING s.queue
+    JOIN job_tenant_slots s ON s.job_id = d.job_id
+    LEFT JOIN job_queues q ON q.queue = s.queue AND q.dispatch = 'broker'
+    WHERE d.tenant IS NOT NULL
 ),
--- One notification per queue that got a slot back, if this transaction
--- takes the queue's wake token (as every other wake-up does).
+-- A broker queue's freed slots within the tenant's cap (a cap lowered
+-- since frees the slots above it), numbered per tenant.
+passing AS (
+    SELECT h.queue, h.tenant, h.slot, h.topic,
+           row_number() OVER (PARTITION BY h.queue, h.tenant ORDER BY h.slot) AS n
+    FROM held h
+    WHERE h.topic IS NOT NULL
+      AND h.slot <= coalesce(jobwire_tenant_cap(h.queue, h.tenant), 0)
+),
+-- As many of each tenant's next due jobs holding no slot, in claim order.
+-- The tenant as a range and in the order, as in the capped claim: a walk
+-- of jobs_tenant_claimable_idx. MATERIALIZED: it locks rows, so it must be
+-- run once however often it is read (PostgreSQL never inlines such a CTE;
+-- this says so).
+next_jobs AS MATERIALIZED (
+    SELECT g.queue, g.tenant, x.job_id, x.lease_generation, x.job_type, x.traceparent,
+           x.tracestate,
+           row_number() OVER (PARTITION BY g.queue, g.tenant
+                              ORDER BY x.priority, x.run_after, x.job_id) AS n
+    FROM (SELECT p.queue, p.tenant, count(*) AS k FROM passing p GROUP BY p.queue, p.tenant) g
+    CROSS JOIN LATERAL (
+        SELECT j.job_id, j.lease_generation, j.job_type, j.traceparent, j.tracestate,
+               j.priority, j.run_after
+        FROM jobs j
+        WHERE j.queue = g.queue AND j.tenant >= g.tenant AND j.tenant <= g.tenant
+          AND j.state IN ('QUEUED', 'RETRY_WAIT') AND j.run_after <= now()
+          AND j.tenant_slot IS NULL
+        ORDER BY j.tenant, j.priority, j.run_after, j.job_id
+        LIMIT g.k
+        FOR UPDATE OF j SKIP LOCKED
+    ) x
+),
+-- The k-th freed slot of a tenant goes to its k-th next job.
+handed AS (
+    SELECT p.queue, p.tenant, p.slot, p.topic, x.job_id, x.lease_generation, x.job_type,
+           x.traceparent, x.tracestate
+    FROM passing p
+    JOIN next_jobs x ON x.queue = p.queue AND x.tenant = p.tenant AND x.n = p.n
+),
+-- Every held slot row names its new holder, or no one.
+slots AS (
+    UPDATE job_tenant_slots s
+    SET job_id = h.job_id
+    FROM held f
+    LEFT JOIN handed h ON h.queue = f.queue AND h.tenant = f.tenant AND h.slot = f.slot
+    WHERE s.queue = f.queue AND s.tenant = f.tenant AND s.slot = f.slot
+      AND s.job_id = f.job_id
+    RETURNING s.queue, f.topic
+),
+-- updated_at: when the slot was handed over, which the safety net's claim
+-- reads (migration 20261203000006).
+reserved AS (
+    UPDATE jobs j
+    SET tenant_slot = h.slot, updated_at = now()
+    FROM handed h
+    WHERE j.job_id = h.job_id
+    RETURNING j.job_id
+),
+wake_ups AS (
+    INSERT INTO job_outbox (topic, message_key, payload, headers)
+    SELECT h.topic, h.job_id::text, w.payload, w.headers
+    FROM handed h
+    CROSS JOIN LATERAL jobwire_wake_up(h.job_id, h.lease_generation, h.queue, h.job_type,
+                                       'slot', h.traceparent, h.tracestate) w
+    RETURNING 1
+),
+-- One notification per PostgreSQL-path queue that got a slot back, if this
+-- transaction takes the queue's wake token (as every other wake-up does).
 woken AS (
     SELECT pg_notify('jobwire_jobs', f.queue)
-    FROM (SELECT DISTINCT queue FROM freed) f
+    FROM (SELECT DISTINCT s.queue FROM slots s WHERE s.topic IS NULL) f
     WHERE jobwire_wake_token('jobwire_jobs', f.queue)
 )
 SELECT d.job_id, d.state, d.run_after, d.cancel_latency_s
 FROM done d
 -- A CTE that writes nothing runs only if read: this reads `woken` once,
--- before the first row, whatever its count.
+-- before the first row, whatever its count. (The CTEs that write run
+-- whether read or not.)
 WHERE (SELECT count(*) FROM woken) >= 0

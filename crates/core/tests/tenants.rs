@@ -473,7 +473,7 @@ async fn one_completion_across_both_paths_frees_one_slot_and_hands_over_the_othe
 
 /// A completion of several jobs on a broker queue hands each freed slot to
 /// a different waiting job of the tenant, in claim order, with its wake-up,
-/// in the one completion call; a slot above a cap lowered meanwhile
+/// in the completion's one statement; a slot above a cap lowered meanwhile
 /// is freed, not handed over.
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_broker_completion_hands_each_freed_slot_to_the_next_job(pool: PgPool) {
