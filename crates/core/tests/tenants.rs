@@ -36,6 +36,13 @@ async fn capped_broker_queue(pool: &PgPool, cap: u32) {
         .unwrap();
 }
 
+/// The wake-up claim of a consumer `c` serving queue `b` for the named jobs.
+async fn wake_up_claim(pool: &PgPool, ids: &[Uuid]) -> jobwire_core::ClaimByIds {
+    jobwire_core::claim_by_ids(pool, ids, &["b".to_owned()], "c", LEASE)
+        .await
+        .unwrap()
+}
+
 /// Every job due, and last written, ten minutes ago: older than the
 /// broker path's safety-net bound (180 s).
 async fn backdate_every_job_ten_minutes(pool: &PgPool) {
@@ -262,11 +269,8 @@ async fn a_broker_queue_wakes_a_capped_tenant_one_slot_at_a_time(pool: PgPool) {
     };
     assert_eq!(woken(pool.clone()).await, ids[..2].to_vec());
 
-    let queues = vec!["b".to_owned()];
     // A wake-up for a job without a slot is a miss; the two woken ones claim.
-    let outcome = jobwire_core::claim_by_ids(&pool, &ids[..3], &queues, "c", LEASE)
-        .await
-        .unwrap();
+    let outcome = wake_up_claim(&pool, &ids[..3]).await;
     assert_eq!(outcome.claimed.len(), 2);
     assert_eq!(
         outcome.missed,
@@ -280,9 +284,7 @@ async fn a_broker_queue_wakes_a_capped_tenant_one_slot_at_a_time(pool: PgPool) {
     let woken_now = woken(pool.clone()).await;
     assert_eq!(woken_now.len(), 3);
     assert_eq!(woken_now[2], ids[2]);
-    let next = jobwire_core::claim_by_ids(&pool, &ids[2..3], &queues, "c", LEASE)
-        .await
-        .unwrap();
+    let next = wake_up_claim(&pool, &ids[2..3]).await;
     assert_eq!(next.claimed.len(), 1);
 }
 
@@ -479,11 +481,7 @@ async fn one_completion_across_both_paths_frees_one_slot_and_hands_over_the_othe
 async fn a_broker_completion_hands_each_freed_slot_to_the_next_job(pool: PgPool) {
     capped_broker_queue(&pool, 3).await;
     let ids = enqueue_for(&pool, "b", "acme", 6).await;
-    let queues = vec!["b".to_owned()];
-    let running = jobwire_core::claim_by_ids(&pool, &ids[..3], &queues, "c", LEASE)
-        .await
-        .unwrap()
-        .claimed;
+    let running = wake_up_claim(&pool, &ids[..3]).await.claimed;
     assert_eq!(running.len(), 3);
     jobwire_core::set_tenant_cap(&pool, "b", None, Some(2))
         .await
@@ -524,9 +522,7 @@ async fn a_broker_completion_hands_each_freed_slot_to_the_next_job(pool: PgPool)
     );
 
     // The two handed a slot claim on their wake-ups; the last one waits.
-    let next = jobwire_core::claim_by_ids(&pool, &ids[3..], &queues, "c", LEASE)
-        .await
-        .unwrap();
+    let next = wake_up_claim(&pool, &ids[3..]).await;
     assert_eq!(next.claimed.len(), 2);
     assert_eq!(next.missed, vec![(ids[5], jobwire_core::ClaimMiss::Capped)]);
 }
@@ -559,12 +555,7 @@ async fn until_a_session_waits_for_a_lock(pool: &PgPool) {
 async fn a_wake_up_claim_waits_out_a_passing_lock_on_a_job_handed_a_slot(pool: PgPool) {
     capped_broker_queue(&pool, 1).await;
     let ids = enqueue_for(&pool, "b", "acme", 3).await;
-    let queues = vec!["b".to_owned()];
-    let first = jobwire_core::claim_by_ids(&pool, &ids[..1], &queues, "c", LEASE)
-        .await
-        .unwrap()
-        .claimed
-        .remove(0);
+    let first = wake_up_claim(&pool, &ids[..1]).await.claimed.remove(0);
     finish_all_in_one_call(&pool, "c", &[first.lease]).await;
     let handed: Option<i32> = sqlx::query_scalar("SELECT tenant_slot FROM jobs WHERE job_id = $1")
         .bind(ids[1])
@@ -581,12 +572,12 @@ async fn a_wake_up_claim_waits_out_a_passing_lock_on_a_job_handed_a_slot(pool: P
         .await
         .unwrap();
     let claim = tokio::spawn({
-        let (pool, queues, id) = (pool.clone(), queues.clone(), ids[1]);
-        async move { jobwire_core::claim_by_ids(&pool, &[id], &queues, "c", LEASE).await }
+        let (pool, id) = (pool.clone(), ids[1]);
+        async move { wake_up_claim(&pool, &[id]).await }
     });
     until_a_session_waits_for_a_lock(&pool).await;
     passer.commit().await.unwrap();
-    let woken = claim.await.unwrap().unwrap();
+    let woken = claim.await.unwrap();
     assert_eq!(woken.missed, vec![]);
     assert_eq!(woken.claimed.len(), 1);
     assert_eq!(woken.claimed[0].lease.job_id, ids[1]);
@@ -600,9 +591,7 @@ async fn a_wake_up_claim_waits_out_a_passing_lock_on_a_job_handed_a_slot(pool: P
         .execute(&mut *holder)
         .await
         .unwrap();
-    let given_up = jobwire_core::claim_by_ids(&pool, &ids[2..], &queues, "c", LEASE)
-        .await
-        .unwrap();
+    let given_up = wake_up_claim(&pool, &ids[2..]).await;
     assert_eq!(
         given_up.missed,
         vec![(ids[2], jobwire_core::ClaimMiss::Capped)]
@@ -658,12 +647,7 @@ async fn the_safety_net_times_a_slot_holder_from_its_hand_over(pool: PgPool) {
     let ids = enqueue_for(&pool, "b", "acme", 2).await;
     // Both became due ten minutes ago; the first holds the slot since then.
     backdate_every_job_ten_minutes(&pool).await;
-    let queues = vec!["b".to_owned()];
-    let first = jobwire_core::claim_by_ids(&pool, &ids[..1], &queues, "c", LEASE)
-        .await
-        .unwrap()
-        .claimed
-        .remove(0);
+    let first = wake_up_claim(&pool, &ids[..1]).await.claimed.remove(0);
     // Its completion hands the slot to the second job, now.
     jobwire_core::complete(&pool, "c", first.lease)
         .await
@@ -716,9 +700,6 @@ async fn resuming_a_queue_restarts_the_safety_net_clock_of_a_slot_holder(pool: P
         "a job woken by the resume just now is not overdue: {early:?}"
     );
     // Its new wake-up claims it as usual.
-    let claimed = jobwire_core::claim_by_ids(&pool, &ids, &["b".to_owned()], "c", LEASE)
-        .await
-        .unwrap()
-        .claimed;
+    let claimed = wake_up_claim(&pool, &ids).await.claimed;
     assert_eq!(claimed.len(), 1);
 }
