@@ -14,12 +14,18 @@
 -- process without one.
 --
 -- Now a job that cannot be locked at once and holds a slot is waited for
--- (the holders are single statements), then checked again under the lock:
--- still waiting, it is claimed; taken meanwhile, it is reported as before.
--- The ids are visited in order, so two wake-up claims waiting for each
--- other's jobs take their locks in one order and cannot deadlock. The wait
--- is bounded (1 s): a lock held longer (a row edited by hand in an open
--- transaction) leaves the job as before, to the safety net.
+-- (most holders are single statements), then checked again under the
+-- lock: still waiting, it is claimed; taken meanwhile, it is reported as
+-- before. The ids are visited in order, so two wake-up claims waiting for
+-- each other's jobs take their locks in one order. The wait is bounded
+-- (1 s), since a lock can be held longer: a producer's open transaction
+-- whose enqueue handed out a free slot and passed this job over, a slow
+-- commit, a row edited by hand, or a deadlock with a completion (the
+-- bound ends it before PostgreSQL's deadlock check would). A claim that
+-- gives up writes the job a fresh wake-up (reason `slot`) in its own
+-- transaction, so the job is tried again after the relay's round and is
+-- never left holding a slot without one: at worst, one wake-up a second
+-- while the lock is held.
 
 CREATE OR REPLACE FUNCTION jobwire_claim_ids_capped(p_ids uuid[], p_owner text, p_lease_ms bigint,
                                          p_queues text[])
@@ -61,8 +67,18 @@ BEGIN
                 locked := FOUND;
                 PERFORM set_config('lock_timeout', prior_limit, true);
             EXCEPTION WHEN lock_not_available THEN
-                -- The block's setting is undone with it.
+                -- The block's setting is undone with it. The job keeps
+                -- its slot, so it gets its wake-up again.
                 locked := false;
+                INSERT INTO job_outbox (topic, message_key, payload, headers)
+                SELECT q.topic, j.job_id::text, w.payload, w.headers
+                FROM jobs j
+                JOIN job_queues q ON q.queue = j.queue AND q.dispatch = 'broker'
+                CROSS JOIN LATERAL jobwire_wake_up(j.job_id, j.lease_generation, j.queue,
+                                                   j.job_type, 'slot', j.traceparent,
+                                                   j.tracestate) w
+                WHERE j.job_id = id AND j.tenant_slot IS NOT NULL
+                  AND (j.state || '') IN ('QUEUED', 'RETRY_WAIT');
             END;
         END IF;
         CONTINUE WHEN NOT locked;

@@ -582,8 +582,8 @@ async fn a_wake_up_claim_waits_out_a_passing_lock_on_a_job_handed_a_slot(pool: P
     assert_eq!(woken.claimed.len(), 1);
     assert_eq!(woken.claimed[0].lease.job_id, ids[1]);
 
-    // A lock that outlasts the bound: the claim gives up and reports the
-    // job as waiting; the job keeps its slot, its claim to come.
+    // A lock that outlasts the bound: the claim gives up, reports the job
+    // as waiting and writes it a fresh wake-up; the job keeps its slot.
     finish_all_in_one_call(&pool, "c", &[woken.claimed[0].lease]).await;
     let mut holder = pool.begin().await.unwrap();
     sqlx::query(lock_the_job)
@@ -604,6 +604,17 @@ async fn a_wake_up_claim_waits_out_a_passing_lock_on_a_job_handed_a_slot(pool: P
             .await
             .unwrap();
     assert_eq!(state, (JobState::Queued, Some(1)));
+    let wake_ups: Vec<String> = sqlx::query_scalar(
+        "SELECT headers->>'jobwire-reason' FROM job_outbox WHERE message_key = $1 ORDER BY id",
+    )
+    .bind(ids[2].to_string())
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    // The hand-over's, then the one written when the claim gave up.
+    assert_eq!(wake_ups, vec!["slot".to_owned(), "slot".to_owned()]);
+    let woken_again = wake_up_claim(&pool, &ids[2..]).await;
+    assert_eq!(woken_again.claimed.len(), 1);
 }
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
