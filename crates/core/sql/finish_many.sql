@@ -119,9 +119,7 @@ handed AS (
     FROM passing p
     JOIN next_jobs x ON x.queue = p.queue AND x.tenant = p.tenant AND x.n = p.n
 ),
--- Every held slot row names its new holder, or no one. Only a row still
--- naming the finished job is rewritten, and only what was rewritten is
--- handed on below: the job's slot and its wake-up follow the slot row.
+-- Every held slot row names its new holder, or no one.
 slots AS (
     UPDATE job_tenant_slots s
     SET job_id = h.job_id
@@ -129,25 +127,23 @@ slots AS (
     LEFT JOIN handed h ON h.queue = f.queue AND h.tenant = f.tenant AND h.slot = f.slot
     WHERE s.queue = f.queue AND s.tenant = f.tenant AND s.slot = f.slot
       AND s.job_id = f.job_id
-    RETURNING s.queue, s.slot, f.topic, h.job_id AS holder, h.lease_generation, h.job_type,
-              h.traceparent, h.tracestate
+    RETURNING s.queue, f.topic
 ),
 -- updated_at: when the slot was handed over, which the safety net's claim
 -- reads (migration 20261203000006).
 reserved AS (
     UPDATE jobs j
-    SET tenant_slot = s.slot, updated_at = now()
-    FROM slots s
-    WHERE s.holder IS NOT NULL AND j.job_id = s.holder
+    SET tenant_slot = h.slot, updated_at = now()
+    FROM handed h
+    WHERE j.job_id = h.job_id
     RETURNING j.job_id
 ),
 wake_ups AS (
     INSERT INTO job_outbox (topic, message_key, payload, headers)
-    SELECT s.topic, s.holder::text, w.payload, w.headers
-    FROM slots s
-    CROSS JOIN LATERAL jobwire_wake_up(s.holder, s.lease_generation, s.queue, s.job_type,
-                                       'slot', s.traceparent, s.tracestate) w
-    WHERE s.holder IS NOT NULL
+    SELECT h.topic, h.job_id::text, w.payload, w.headers
+    FROM handed h
+    CROSS JOIN LATERAL jobwire_wake_up(h.job_id, h.lease_generation, h.queue, h.job_type,
+                                       'slot', h.traceparent, h.tracestate) w
     RETURNING 1
 ),
 -- One notification per PostgreSQL-path queue that got a slot back, if this
