@@ -20,8 +20,8 @@
 -- wake-up (reason `slot`), and frees the rest; on a PostgreSQL-path queue it
 -- frees them and wakes the queue once. The trigger did the same for one job
 -- at a time, with about eight statements per job and a second write of the
--- finished row (docs/benchmarks.md, "A broker completion hands its slots
--- over as one set, landed"). A job this statement looks at and passes over
+-- finished row (docs/benchmarks.md, "The set hand-over landed: what
+-- stranded a job"). A job this statement looks at and passes over
 -- (handed a slot by another completion since this statement's snapshot)
 -- stays locked until the commit: its wake-up claim waits for that lock
 -- (migration 20261204000001).
