@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use jobwire_core::ClaimMiss;
 use jobwire_loop::{POLL_SPREAD, Pause, jittered, sleep};
-use jobwire_transport::{Delivery, SubscribeOptions, Subscriber, Transport, header};
+use jobwire_transport::{Delivery, Receipt, SubscribeOptions, Subscriber, Transport, header};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -169,8 +169,11 @@ pub(crate) async fn consume_queue(queue: BrokerQueue, stop: CancellationToken) {
 }
 
 /// Claim the jobs `deliveries` name (one fenced statement), run what was
-/// claimed on the `free` slots, then acknowledge every delivery. On a
-/// database error nothing was claimed: the deliveries are given back.
+/// claimed on the `free` slots, then acknowledge every delivery whose job
+/// was decided. A database error gives back the deliveries of the jobs it
+/// left undecided: all of them when the claim failed outright, only the
+/// capped tenants' when their statement failed after the first claimed
+/// others (those run).
 async fn claim_woken(
     runtime: &JobRuntime,
     subscriber: &mut dyn Subscriber,
@@ -184,9 +187,10 @@ async fn claim_woken(
         deliveries.len() as u64,
         std::sync::atomic::Ordering::Relaxed,
     );
+    let woken: Vec<Option<uuid::Uuid>> = deliveries.iter().map(woken_job).collect();
     let mut job_ids = Vec::with_capacity(deliveries.len());
-    for delivery in deliveries {
-        match woken_job(delivery) {
+    for (delivery, woken) in deliveries.iter().zip(&woken) {
+        match *woken {
             None => {
                 bump(&stats.wake_ups_garbage);
                 metrics::record_wake_ups(topic, "garbage", 1);
@@ -216,9 +220,7 @@ async fn claim_woken(
             // again (or, where the broker cannot, the reconciler).
             bump(&stats.database_errors);
             tracing::warn!(%topic, error = %err, "claim failed; returning the wake-ups");
-            if let Err(err) = subscriber.nack(&receipts, true).await {
-                tracing::warn!(%topic, error = %err, "nack failed");
-            }
+            give_back(subscriber, topic, &receipts).await;
             return Err(());
         }
     };
@@ -228,11 +230,38 @@ async fn claim_woken(
     metrics::record_wake_ups(topic, "claimed", claimed.claimed.len() as u64);
     metrics::record_claims(&claimed.claimed, ClaimPath::Broker);
     run_on_free_slots(runtime, claimed.claimed, free);
-    // The claim has committed: the wake-ups have done their work.
-    if let Err(err) = subscriber.ack(&receipts).await {
+    if claimed.undecided.is_empty() {
+        // The claim has committed: the wake-ups have done their work.
+        acknowledge(subscriber, topic, &receipts).await;
+        return Ok(());
+    }
+    // The capped tenants' statement failed (and logged why): their jobs'
+    // wake-ups go back, the rest have done their work. The caller pauses
+    // as after any failed claim.
+    let (undecided, decided): (Vec<_>, Vec<_>) = deliveries
+        .iter()
+        .zip(&woken)
+        .partition(|(_, woken)| woken.is_some_and(|id| claimed.undecided.contains(&id)));
+    let receipts_of = |ds: Vec<(&Delivery, &Option<uuid::Uuid>)>| -> Vec<Receipt> {
+        ds.into_iter().map(|(d, _)| d.receipt.clone()).collect()
+    };
+    acknowledge(subscriber, topic, &receipts_of(decided)).await;
+    bump(&stats.database_errors);
+    give_back(subscriber, topic, &receipts_of(undecided)).await;
+    Err(())
+}
+
+async fn acknowledge(subscriber: &mut dyn Subscriber, topic: &str, receipts: &[Receipt]) {
+    if let Err(err) = subscriber.ack(receipts).await {
         tracing::warn!(%topic, error = %err, "ack failed; the wake-ups will come again and find their jobs held");
     }
-    Ok(())
+}
+
+/// Return deliveries to the broker, to be delivered again.
+async fn give_back(subscriber: &mut dyn Subscriber, topic: &str, receipts: &[Receipt]) {
+    if let Err(err) = subscriber.nack(receipts, true).await {
+        tracing::warn!(%topic, error = %err, "nack failed");
+    }
 }
 
 /// Run claimed jobs, each on one of the `free` slots it was claimed for

@@ -65,6 +65,14 @@ async fn held_slots(pool: &PgPool, queue: &str) -> i64 {
     .unwrap()
 }
 
+async fn state_and_attempts(pool: &PgPool, job_id: Uuid) -> (String, i32) {
+    sqlx::query_as("SELECT state::text, attempt_count FROM jobs WHERE job_id = $1")
+        .bind(job_id)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
 /// Every lease finished as succeeded by one `finish_many` call, each one
 /// recorded.
 async fn finish_all_in_one_call(pool: &PgPool, owner: &str, leases: &[Lease]) {
@@ -713,4 +721,63 @@ async fn resuming_a_queue_restarts_the_safety_net_clock_of_a_slot_holder(pool: P
     // Its new wake-up claims it as usual.
     let claimed = wake_up_claim(&pool, &ids).await.claimed;
     assert_eq!(claimed.len(), 1);
+}
+
+/// The capped tenants' jobs are claimed by a second statement. When it
+/// fails, what the first statement claimed (and committed) comes back to be
+/// run, and the capped jobs are reported undecided, untouched; inside a
+/// transaction, or with nothing claimed first, the failure is the answer.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_failed_capped_wake_up_claim_keeps_what_the_first_statement_claimed(pool: PgPool) {
+    capped_broker_queue(&pool, 3).await;
+    let untenanted = jobwire_test_support::enqueue_ids(
+        &pool,
+        &[
+            NewJob::new("work", json!({})).with_queue("b"),
+            NewJob::new("work", json!({})).with_queue("b"),
+        ],
+    )
+    .await
+    .unwrap();
+    let capped = enqueue_for(&pool, "b", "acme", 1).await;
+    jobwire_test_support::faults::break_capped_wake_up_claim(&pool).await;
+
+    let outcome = wake_up_claim(&pool, &[untenanted[0], capped[0]]).await;
+    let claimed: Vec<Uuid> = outcome.claimed.iter().map(|j| j.lease.job_id).collect();
+    assert_eq!(claimed, vec![untenanted[0]]);
+    assert_eq!(outcome.undecided, capped);
+    assert!(outcome.missed.is_empty(), "{:?}", outcome.missed);
+    // The first statement's claim committed: the job is the caller's.
+    assert_eq!(
+        state_and_attempts(&pool, untenanted[0]).await,
+        ("RUNNING".into(), 1)
+    );
+    assert_eq!(
+        state_and_attempts(&pool, capped[0]).await,
+        ("QUEUED".into(), 0)
+    );
+
+    // Nothing claimed before the failure: an error, as any failed claim.
+    let queues = vec!["b".to_owned()];
+    let alone = jobwire_core::claim_by_ids(&pool, &capped, &queues, "c", LEASE).await;
+    assert!(alone.is_err(), "{alone:?}");
+    // In the caller's transaction the failure took the first claim with it.
+    let mut tx = pool.begin().await.unwrap();
+    let in_tx =
+        jobwire_core::claim_by_ids(&mut *tx, &[untenanted[1], capped[0]], &queues, "c", LEASE)
+            .await;
+    assert!(in_tx.is_err(), "{in_tx:?}");
+    tx.rollback().await.unwrap();
+    assert_eq!(
+        state_and_attempts(&pool, untenanted[1]).await,
+        ("QUEUED".into(), 0)
+    );
+
+    jobwire_test_support::faults::repair_capped_wake_up_claim(&pool).await;
+    let claimed = wake_up_claim(&pool, &capped).await.claimed;
+    assert_eq!(
+        claimed.len(),
+        1,
+        "the undecided job's next wake-up claims it"
+    );
 }

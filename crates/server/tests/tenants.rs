@@ -226,3 +226,92 @@ async fn eight_broker_consumers_never_run_more_than_the_cap_per_tenant(pool: PgP
     stop_all(nodes).await;
     check_outcome(&pool, "capped", &ids, &runs, &most).await;
 }
+
+/// A wake-up batch mixing capped tenants' jobs with others is claimed by
+/// two statements. While the capped tenants' statement fails, the others'
+/// jobs run at once (not after their leases lapse) and the capped jobs'
+/// wake-ups go back to the broker, so they run once it works again.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_failing_capped_claim_runs_the_rest_of_the_batch_and_returns_its_wake_ups(pool: PgPool) {
+    let topic = format!("jobwire-tenants-{}", Uuid::now_v7().simple());
+    jobwire_core::set_queue_dispatch(&pool, "capped", &Dispatch::Broker { topic })
+        .await
+        .unwrap();
+    jobwire_core::set_tenant_cap(&pool, "capped", None, Some(CAP))
+        .await
+        .unwrap();
+    // One of tenant A's jobs before every four without a tenant, so the
+    // wake-ups the relay publishes in one go come in mixed batches. A's
+    // first three jobs (its cap) have wake-ups; the other two wait for a
+    // slot to be handed over.
+    let jobs: Vec<NewJob> = (0..25)
+        .map(|i| {
+            let job = NewJob::new("tenant_work", json!({ "i": i })).with_queue("capped");
+            if i % 5 == 0 {
+                job.with_tenant("A")
+            } else {
+                job
+            }
+        })
+        .collect();
+    let ids = jobwire_test_support::enqueue_ids(&pool, &jobs)
+        .await
+        .unwrap();
+    let tenant_jobs: Vec<Uuid> = ids.iter().copied().step_by(5).collect();
+    let untenanted: Vec<Uuid> = ids
+        .iter()
+        .copied()
+        .filter(|id| !tenant_jobs.contains(id))
+        .collect();
+    jobwire_test_support::faults::break_capped_wake_up_claim(&pool).await;
+
+    let runs = Runs::default();
+    let transport: Arc<dyn Transport> =
+        Arc::new(RabbitTransport::new(RabbitConfig::new(brokers::amqp_url())));
+    let own = own_pool(&pool).await;
+    let worker = Worker::new(
+        own.clone(),
+        registry(&runs),
+        test_worker_config("capped", 32),
+    )
+    .with_transport(transport.clone());
+    let relay_config = RelayConfig {
+        poll_interval: Duration::from_millis(100),
+        ..RelayConfig::default()
+    };
+    let relay = Relay::new(own.clone(), transport.clone(), relay_config);
+    let mut node = Node::new(own)
+        .with_worker(worker)
+        .with_relay(relay)
+        .closing(transport)
+        .start()
+        .unwrap();
+
+    wait_for_all_finished(&pool, &untenanted, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let waiting: Vec<(String, i32)> = sqlx::query_as(
+        "SELECT state::text, attempt_count FROM jobs WHERE tenant = 'A' ORDER BY job_id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(waiting, vec![("QUEUED".to_owned(), 0); 5]);
+
+    // Nothing but the given-back wake-ups can start A's jobs now (no
+    // reconciler runs, and the safety net waits three minutes).
+    jobwire_test_support::faults::repair_capped_wake_up_claim(&pool).await;
+    wait_for_all_finished(&pool, &tenant_jobs, WAIT)
+        .await
+        .unwrap();
+    node.stop().await.unwrap();
+    let attempts: Vec<(String, i32, i64)> =
+        sqlx::query_as("SELECT state::text, attempt_count, count(*) FROM jobs GROUP BY 1, 2")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(attempts, vec![("SUCCEEDED".into(), 1, 25)]);
+    let runs = runs.0.lock().unwrap().clone();
+    assert_eq!(runs.len(), 25);
+    assert!(runs.values().all(|&n| n == 1), "a job ran twice: {runs:?}");
+}

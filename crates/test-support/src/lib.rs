@@ -10,6 +10,7 @@
 //! - [`outbox`]: write outbox rows, drain a subscriber, count the outbox;
 //! - [`proxy`]: a TCP proxy a test can switch off to take a broker away;
 //! - [`database`]: a database of its own for one test;
+//! - [`faults`]: a database statement made to fail;
 //! - [`plans`]: the indexes a query plan scans, and the scans that ran.
 //!
 //! Everything is re-exported at the crate root.
@@ -17,6 +18,7 @@
 
 pub mod brokers;
 pub mod database;
+pub mod faults;
 pub mod jobs;
 pub mod outbox;
 pub mod plans;
@@ -25,6 +27,7 @@ pub mod worker;
 
 pub use brokers::free_port;
 pub use database::FreshDatabase;
+pub use faults::{break_capped_wake_up_claim, repair_capped_wake_up_claim};
 pub use jobs::{
     enqueue_ids, expire_lease, wait_for_all_finished, wait_for_job, wait_for_state, wake_ups_for,
 };

@@ -180,6 +180,11 @@ pub struct ClaimByIds {
     pub claimed: Vec<ClaimedJob>,
     /// Requested jobs that were not claimable, and why.
     pub missed: Vec<(Uuid, ClaimMiss)>,
+    /// Requested jobs whose claim was never decided: the statement for
+    /// jobs of capped tenants failed after the first one had claimed
+    /// others (kept in `claimed`, which the caller must run). Their
+    /// wake-ups should come again.
+    pub undecided: Vec<Uuid>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -215,6 +220,11 @@ fn missing(column: &str) -> Error {
 /// not paused, in one statement; say for each of the others why it was not
 /// claimable (unknown, held, finished, another queue's, paused, early,
 /// contended, or its tenant at its cap). Duplicate ids are claimed once.
+///
+/// Jobs of capped tenants are claimed by a second statement. If it fails
+/// after the first claimed jobs outside a transaction, those claims have
+/// committed: they are returned with the capped ids as
+/// [`ClaimByIds::undecided`] rather than stranded until their leases lapse.
 pub async fn claim_by_ids<'c, A: Acquire<'c, Database = Postgres>>(
     conn: A,
     job_ids: &[Uuid],
@@ -282,13 +292,28 @@ pub async fn claim_by_ids<'c, A: Acquire<'c, Database = Postgres>>(
     }
     if !capped.is_empty() {
         // Jobs of capped tenants: claimed only into their tenant's slots.
-        let rows: Vec<ClaimedRow> = sqlx::query_as(include_str!("../../sql/claim_ids_capped.sql"))
-            .bind(&capped)
-            .bind(owner)
-            .bind(millis(lease))
-            .bind(queues)
-            .fetch_all(&mut *conn)
-            .await?;
+        let rows: Vec<ClaimedRow> = match sqlx::query_as(include_str!(
+            "../../sql/claim_ids_capped.sql"
+        ))
+        .bind(&capped)
+        .bind(owner)
+        .bind(millis(lease))
+        .bind(queues)
+        .fetch_all(&mut *conn)
+        .await
+        {
+            Ok(rows) => rows,
+            // As in `claim_batch`'s turns: outside a transaction the first
+            // statement's claims have committed, and an error would leave
+            // them RUNNING with nobody to run them.
+            Err(err) if !outcome.claimed.is_empty() && !conn.is_in_transaction() => {
+                tracing::warn!(error = %err, claimed = outcome.claimed.len(), undecided = capped.len(),
+                    "the wake-up claim of capped tenants' jobs failed; keeping what the first statement claimed");
+                outcome.undecided = capped;
+                return Ok(outcome);
+            }
+            Err(err) => return Err(err.into()),
+        };
         for row in rows {
             capped.retain(|id| *id != row.job_id);
             outcome.claimed.push(row.into_claimed()?);

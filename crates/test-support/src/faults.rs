@@ -1,0 +1,44 @@
+//! Database faults a test injects: a real statement failing on the real
+//! server, where no broker or network trick can reach.
+
+use sqlx::PgPool;
+
+/// Make the wake-up claim of capped tenants' jobs (the second statement of
+/// `claim_by_ids`) fail, as a database that goes away between the two
+/// statements would, until [`repair_capped_wake_up_claim`]. The real
+/// function is kept under another name.
+pub async fn break_capped_wake_up_claim(pool: &PgPool) {
+    sqlx::query(
+        "ALTER FUNCTION jobwire_claim_ids_capped(uuid[], text, bigint, text[])
+         RENAME TO jobwire_claim_ids_capped_kept",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "CREATE FUNCTION jobwire_claim_ids_capped(p_ids uuid[], p_owner text,
+                                                  p_lease_ms bigint, p_queues text[])
+         RETURNS SETOF jobs LANGUAGE plpgsql AS $$
+         BEGIN
+             RAISE EXCEPTION 'injected fault: the capped wake-up claim fails';
+         END $$",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
+/// Undo [`break_capped_wake_up_claim`].
+pub async fn repair_capped_wake_up_claim(pool: &PgPool) {
+    sqlx::query("DROP FUNCTION jobwire_claim_ids_capped(uuid[], text, bigint, text[])")
+        .execute(pool)
+        .await
+        .unwrap();
+    sqlx::query(
+        "ALTER FUNCTION jobwire_claim_ids_capped_kept(uuid[], text, bigint, text[])
+         RENAME TO jobwire_claim_ids_capped",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+}
