@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use axum::serve::ListenerExt;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -52,7 +53,15 @@ impl HttpServer {
     pub async fn run(self, shutdown: CancellationToken) -> std::io::Result<()> {
         let addr = self.listener.local_addr()?;
         tracing::info!(%addr, "HTTP API listening");
-        let serve = axum::serve(self.listener, self.router)
+        // Small answers go out at once: without TCP_NODELAY, a response
+        // written in more than one piece can wait on the client's delayed
+        // acknowledgement (tens of milliseconds) for its last piece.
+        let listener = self.listener.tap_io(|stream| {
+            if let Err(err) = stream.set_nodelay(true) {
+                tracing::debug!(error = %err, "could not set TCP_NODELAY on a connection");
+            }
+        });
+        let serve = axum::serve(listener, self.router)
             .with_graceful_shutdown(shutdown.clone().cancelled_owned());
         tokio::select! {
             served = serve => served,
