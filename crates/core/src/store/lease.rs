@@ -175,6 +175,7 @@ async fn claim_due_for<'c, A: Acquire<'c, Database = Postgres>>(
 
 /// What a wake-up claim got.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ClaimByIds {
     /// Jobs now held by the caller.
     pub claimed: Vec<ClaimedJob>,
@@ -305,7 +306,10 @@ pub async fn claim_by_ids<'c, A: Acquire<'c, Database = Postgres>>(
             Ok(rows) => rows,
             // As in `claim_batch`'s turns: outside a transaction the first
             // statement's claims have committed, and an error would leave
-            // them RUNNING with nobody to run them.
+            // them RUNNING with nobody to run them. (An answer that fails
+            // to decode after this statement committed leaves its own
+            // claims held until their leases lapse, as any lost reply
+            // does.)
             Err(err) if !outcome.claimed.is_empty() && !conn.is_in_transaction() => {
                 tracing::warn!(error = %err, claimed = outcome.claimed.len(), undecided = capped.len(),
                     "the wake-up claim of capped tenants' jobs failed; keeping what the first statement claimed");
