@@ -124,7 +124,17 @@ async fn bad_input_gets_a_4xx_naming_the_problem_and_writes_nothing(pool: PgPool
         case("trailing bytes", 400, "MALFORMED_JSON").raw(b"{\"type\": \"a\"} {}"),
         case("not UTF-8", 400, "MALFORMED_JSON").raw(b"{\"type\": \"\xff\xfe\"}"),
         case("empty body", 400, "MALFORMED_JSON").raw(b""),
-        case("array body", 400, "INVALID_FIELD").json(json!([1, 2])),
+        case("array body", 400, "INVALID_FIELD")
+            .json(json!([1, 2]))
+            .field("body"),
+        // serde reads a struct from an array by position: every field here.
+        case("array body with every field", 400, "INVALID_FIELD")
+            .json(json!(["send_email", {"z": 1}, null, 0, "default", 3, null, null]))
+            .field("body"),
+        case("string body", 400, "INVALID_FIELD")
+            .json(json!("send_email"))
+            .field("body"),
+        case("truncated array body", 400, "MALFORMED_JSON").raw(b"[\"send_email\", "),
         // Fields.
         invalid("missing type", "type", json!({"payload": {}})),
         invalid("empty type", "type", json!({"type": ""})),

@@ -6,15 +6,16 @@ use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
 use super::error::ApiError;
 
-/// A JSON body of type `T`: 415 unless the content type is JSON, 413 over
-/// the body limit, 400 `MALFORMED_JSON` for bad syntax, 400
+/// A JSON object body of type `T`: 415 unless the content type is JSON,
+/// 413 over the body limit, 400 `MALFORMED_JSON` for bad syntax, 400
 /// `INVALID_FIELD` (naming the field) for a wrong type, a missing field or
-/// an unknown one.
+/// an unknown one, or (naming `body`) for a body that is not an object.
 pub(crate) struct JsonBody<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
@@ -46,6 +47,19 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
                     ApiError::bad_request("UNREADABLE_BODY", rejection.body_text())
                 }
             })?;
+        // Every body is an object. serde would also fill a struct from an
+        // array, by position: `["send_email", {}, ...]` must not enqueue.
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            // A malformed body is malformed whatever it starts with.
+            let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
+            serde::de::IgnoredAny::deserialize(&mut deserializer)
+                .and_then(|_| deserializer.end())
+                .map_err(|err| malformed(&err))?;
+            return Err(ApiError::invalid_field(
+                "body",
+                "must be a JSON object ({...})",
+            ));
+        }
         let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
         let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
             let path = err.path().to_string();
