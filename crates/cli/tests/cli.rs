@@ -305,6 +305,21 @@ async fn a_database_without_the_schema_says_to_run_migrate() {
         .await
         .unwrap();
     assert!(!schema, "the worker must not have created the schema");
+
+    // `migrate` says what it did: everything the first time, nothing after.
+    let first = jobwire(&db.url, &["migrate"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let said = stdout(&first);
+    let total = jobwire_core::MIGRATOR.iter().count();
+    assert!(
+        said.contains(&format!("created the schema ({total} migrations)")),
+        "{said}"
+    );
+    let again = stdout(&jobwire(&db.url, &["migrate"]));
+    assert!(
+        again.contains("already up to date; nothing applied"),
+        "{again}"
+    );
     pool.close().await;
     db.drop_database().await;
 }
