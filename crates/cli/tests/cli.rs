@@ -237,7 +237,19 @@ async fn the_cli_enqueues_reports_and_cancels() {
 async fn bad_command_line_input_gets_a_clear_error_and_writes_nothing() {
     let db = FreshDatabase::create().await;
     assert!(jobwire(&db.url, &["migrate"]).status.success());
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 8] = [
+        (
+            &["enqueue", "noop", "--payload", r#"{"a": "\u0000"}"#],
+            "holds \\u0000, which PostgreSQL cannot store",
+        ),
+        (
+            &["enqueue", "noop", "--run-at", "2030-01-01T00:00:00"],
+            "not an RFC 3339 time with an offset",
+        ),
+        (
+            &["replay", "--since", "yesterday"],
+            "write it like 2030-01-01T09:00:00Z",
+        ),
         (
             &["enqueue", "noop", "--delay-ms", "-5"],
             "must not be negative",

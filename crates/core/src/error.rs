@@ -132,7 +132,7 @@ pub enum Error {
     #[error("cannot decode a value read from the database: {0}")]
     Decode(String),
     /// Any other database failure (connection lost, timeout, ...).
-    #[error("database error: {0}")]
+    #[error("database error: {}", database_message(.0))]
     Database(sqlx::Error),
     /// Applying migrations failed.
     #[error("migration failed: {0}")]
@@ -322,6 +322,23 @@ fn limit_verdict(code: &str, detail: &str, message: &str) -> Option<Error> {
         retry_after,
         message,
     })
+}
+
+/// What the database said, for a person: its message and SQLSTATE, without
+/// the PostgreSQL source line sqlx appends ("at line 621" names the
+/// server's C code, not the caller's input), and what to do about the
+/// data errors a caller can fix.
+fn database_message(err: &sqlx::Error) -> String {
+    let sqlx::Error::Database(db) = err else {
+        return err.to_string();
+    };
+    let code = db.code().unwrap_or_default();
+    let hint = match code.as_ref() {
+        // jsonb refuses the escape \u0000 anywhere in a document.
+        "22P05" => "; a string in the JSON holds \\u0000, which PostgreSQL cannot store: remove it",
+        _ => "",
+    };
+    format!("{} (SQLSTATE {code}){hint}", db.message())
 }
 
 #[cfg(test)]

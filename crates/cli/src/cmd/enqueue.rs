@@ -43,8 +43,8 @@ pub(crate) struct EnqueueArgs {
     /// Run no earlier than this many milliseconds from now.
     #[arg(long, allow_negative_numbers = true, conflicts_with = "run_at")]
     delay_ms: Option<i64>,
-    /// Run no earlier than this RFC 3339 time.
-    #[arg(long)]
+    /// Run no earlier than this RFC 3339 time (e.g. 2030-01-01T09:00:00Z).
+    #[arg(long, value_parser = super::time_arg::rfc3339_time)]
     run_at: Option<DateTime<Utc>>,
     /// Idempotency key: enqueueing the same (type, key) again returns the first job.
     #[arg(long)]
