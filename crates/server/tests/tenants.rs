@@ -130,6 +130,18 @@ async fn check_outcome(
     assert_eq!(held, 0);
 }
 
+/// Queue `capped` dispatched to a topic of its own on RabbitMQ, every
+/// tenant capped at [`CAP`].
+async fn capped_broker_queue(pool: &PgPool) {
+    let topic = format!("jobwire-tenants-{}", Uuid::now_v7().simple());
+    jobwire_core::set_queue_dispatch(pool, "capped", &Dispatch::Broker { topic })
+        .await
+        .unwrap();
+    jobwire_core::set_tenant_cap(pool, "capped", None, Some(CAP))
+        .await
+        .unwrap();
+}
+
 /// A pool of its own for each worker process (the test's pool is small).
 async fn own_pool(pool: &PgPool) -> PgPool {
     sqlx::postgres::PgPoolOptions::new()
@@ -175,13 +187,7 @@ async fn eight_postgres_path_workers_never_run_more_than_the_cap_per_tenant(pool
 /// itself to its tenant's next job, or the backlog would never drain.
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn eight_broker_consumers_never_run_more_than_the_cap_per_tenant(pool: PgPool) {
-    let topic = format!("jobwire-tenants-{}", Uuid::now_v7().simple());
-    jobwire_core::set_queue_dispatch(&pool, "capped", &Dispatch::Broker { topic })
-        .await
-        .unwrap();
-    jobwire_core::set_tenant_cap(&pool, "capped", None, Some(CAP))
-        .await
-        .unwrap();
+    capped_broker_queue(&pool).await;
     let ids = enqueue_tenants(&pool, "capped").await;
     // A's 60 jobs hold three wake-ups between them, not sixty.
     let wake_ups: Vec<(String, i64)> = sqlx::query_as(
@@ -233,13 +239,7 @@ async fn eight_broker_consumers_never_run_more_than_the_cap_per_tenant(pool: PgP
 /// wake-ups go back to the broker, so they run once it works again.
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_failing_capped_claim_runs_the_rest_of_the_batch_and_returns_its_wake_ups(pool: PgPool) {
-    let topic = format!("jobwire-tenants-{}", Uuid::now_v7().simple());
-    jobwire_core::set_queue_dispatch(&pool, "capped", &Dispatch::Broker { topic })
-        .await
-        .unwrap();
-    jobwire_core::set_tenant_cap(&pool, "capped", None, Some(CAP))
-        .await
-        .unwrap();
+    capped_broker_queue(&pool).await;
     // One of tenant A's jobs before every four without a tenant, so the
     // wake-ups the relay publishes in one go come in mixed batches. A's
     // first three jobs (its cap) have wake-ups; the other two wait for a

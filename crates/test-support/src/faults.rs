@@ -8,13 +8,12 @@ use sqlx::PgPool;
 /// statements would, until [`repair_capped_wake_up_claim`]. The real
 /// function is kept under another name.
 pub async fn break_capped_wake_up_claim(pool: &PgPool) {
-    sqlx::query(
-        "ALTER FUNCTION jobwire_claim_ids_capped(uuid[], text, bigint, text[])
-         RENAME TO jobwire_claim_ids_capped_kept",
+    rename_capped_claim(
+        pool,
+        "jobwire_claim_ids_capped",
+        "jobwire_claim_ids_capped_kept",
     )
-    .execute(pool)
-    .await
-    .unwrap();
+    .await;
     sqlx::query(
         "CREATE FUNCTION jobwire_claim_ids_capped(p_ids uuid[], p_owner text,
                                                   p_lease_ms bigint, p_queues text[])
@@ -34,10 +33,19 @@ pub async fn repair_capped_wake_up_claim(pool: &PgPool) {
         .execute(pool)
         .await
         .unwrap();
-    sqlx::query(
-        "ALTER FUNCTION jobwire_claim_ids_capped_kept(uuid[], text, bigint, text[])
-         RENAME TO jobwire_claim_ids_capped",
+    rename_capped_claim(
+        pool,
+        "jobwire_claim_ids_capped_kept",
+        "jobwire_claim_ids_capped",
     )
+    .await;
+}
+
+/// `from` and `to` are this module's own names, never input.
+async fn rename_capped_claim(pool: &PgPool, from: &str, to: &str) {
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "ALTER FUNCTION {from}(uuid[], text, bigint, text[]) RENAME TO {to}"
+    )))
     .execute(pool)
     .await
     .unwrap();
