@@ -14,7 +14,10 @@ WITH depth AS (
            count(*) FILTER (WHERE state = 'CANCELLED') AS cancelled,
            count(*) FILTER (WHERE state IN ('RUNNING', 'CANCEL_REQUESTED')
                               AND lease_expires_at < now()) AS lease_expired,
-           min(run_after) FILTER (WHERE state IN ('QUEUED', 'RETRY_WAIT') AND run_after <= now())
+           -- A job cannot have waited from before it was written: one
+           -- enqueued with a run-at in the past waits from its enqueue.
+           min(greatest(run_after, created_at))
+               FILTER (WHERE state IN ('QUEUED', 'RETRY_WAIT') AND run_after <= now())
                AS oldest_runnable_since
     FROM jobs
     GROUP BY queue

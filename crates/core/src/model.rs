@@ -587,8 +587,8 @@ pub struct QueueOverview {
     /// Jobs RUNNING or CANCEL_REQUESTED whose lease has expired and that no
     /// sweeper has returned yet (their worker died or froze).
     pub lease_expired: i64,
-    /// Seconds since the oldest due, claimable job became due (none: no
-    /// job is waiting).
+    /// Seconds since the oldest due, claimable job became due, or was
+    /// enqueued if it was due before that (none: no job is waiting).
     pub oldest_runnable_age_s: Option<f64>,
 }
 

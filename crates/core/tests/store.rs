@@ -1289,3 +1289,22 @@ async fn the_dashboards_reads_count_what_they_say(pool: PgPool) {
             .is_empty()
     );
 }
+
+/// A job enqueued with a run-at in the past has waited only since it was
+/// written: the queue's oldest runnable age counts from then, not from a
+/// run-at decades ago.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_run_at_in_the_past_ages_from_the_enqueue(pool: PgPool) {
+    let long_ago = Utc::now() - TimeDelta::days(365 * 30);
+    enqueue(
+        &pool,
+        NewJob::new("work", json!({}))
+            .with_queue("aged")
+            .with_run_at(long_ago),
+    )
+    .await;
+    let overview = jobwire_core::queue_overview(&pool).await.unwrap();
+    let aged = overview.iter().find(|q| q.queue == "aged").unwrap();
+    let age = aged.oldest_runnable_age_s.unwrap();
+    assert!((0.0..600.0).contains(&age), "{age}");
+}
