@@ -14,8 +14,11 @@ use sqlx::PgPool;
 pub(crate) struct CollectorArgs {
     /// Milliseconds between reads of the database gauges (depth, oldest
     /// runnable job, outbox, bloat), done by the one process of all those
-    /// serving metrics that is elected to (at most 10000).
-    #[arg(long, default_value_t = 5_000)]
+    /// serving metrics that is elected to (1 to 10000).
+    // The bound is the collector's own (`CollectorConfig::validate`),
+    // checked here too so a bad value is refused before anything starts.
+    #[arg(long, default_value_t = 5_000,
+          value_parser = clap::value_parser!(u64).range(1..=10_000))]
     metrics_interval_ms: u64,
 }
 

@@ -237,7 +237,11 @@ async fn the_cli_enqueues_reports_and_cancels() {
 async fn bad_command_line_input_gets_a_clear_error_and_writes_nothing() {
     let db = FreshDatabase::create().await;
     assert!(jobwire(&db.url, &["migrate"]).status.success());
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 9] = [
+        (
+            &["serve", "--metrics-interval-ms", "20000"],
+            "20000 is not in 1..=10000",
+        ),
         (
             &["enqueue", "noop", "--payload", r#"{"a": "\u0000"}"#],
             "holds \\u0000, which PostgreSQL cannot store",
