@@ -238,16 +238,17 @@ async fn claim_woken(
     // The capped tenants' statement failed (and logged why): their jobs'
     // wake-ups go back, the rest have done their work. The caller pauses
     // as after any failed claim.
-    let (undecided, decided): (Vec<_>, Vec<_>) = deliveries
-        .iter()
-        .zip(&woken)
-        .partition(|(_, woken)| woken.is_some_and(|id| claimed.undecided.contains(&id)));
-    let receipts_of = |ds: Vec<(&Delivery, &Option<uuid::Uuid>)>| -> Vec<Receipt> {
-        ds.into_iter().map(|(d, _)| d.receipt.clone()).collect()
-    };
-    acknowledge(subscriber, topic, &receipts_of(decided)).await;
+    let (mut undecided, mut decided) = (Vec::new(), Vec::new());
+    for (receipt, woken) in receipts.into_iter().zip(&woken) {
+        if woken.is_some_and(|id| claimed.undecided.contains(&id)) {
+            undecided.push(receipt);
+        } else {
+            decided.push(receipt);
+        }
+    }
+    acknowledge(subscriber, topic, &decided).await;
     bump(&stats.database_errors);
-    give_back(subscriber, topic, &receipts_of(undecided)).await;
+    give_back(subscriber, topic, &undecided).await;
     Err(())
 }
 

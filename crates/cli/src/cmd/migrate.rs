@@ -13,10 +13,6 @@ pub(crate) async fn migrate(pool: &PgPool) -> Result<()> {
 
 /// What `migrate` did, from where the schema stood before it ran.
 fn outcome(before: &SchemaState) -> String {
-    let total = jobwire_core::MIGRATOR
-        .iter()
-        .filter(|migration| migration.migration_type.is_up_migration())
-        .count();
     match before {
         SchemaState::Current => "schema was already up to date; nothing applied".to_owned(),
         SchemaState::Behind { pending } => format!(
@@ -24,6 +20,10 @@ fn outcome(before: &SchemaState) -> String {
             pending.len()
         ),
         SchemaState::Empty => {
+            let total = jobwire_core::MIGRATOR
+                .iter()
+                .filter(|migration| migration.migration_type.is_up_migration())
+                .count();
             format!("created the schema ({total} migrations); schema is up to date")
         }
         _ => "schema is up to date".to_owned(),
