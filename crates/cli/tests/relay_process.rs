@@ -1,5 +1,6 @@
-//! `jobwire relay` killed with SIGKILL in the middle of a drain loses
-//! nothing: every row reaches the broker at least once.
+//! `jobwire relay` as a real process: killed with SIGKILL in the middle of
+//! a drain, it loses nothing (every row reaches the broker at least once);
+//! given a wrong password, it says so at once.
 
 use std::collections::HashSet;
 use std::process::{Child, Command, Stdio};
@@ -10,7 +11,9 @@ use jobwire_transport::rabbitmq::{RabbitConfig, RabbitTransport};
 use jobwire_transport::{SubscribeOptions, Transport};
 use sqlx::PgPool;
 
-const JOBWIRE: &str = env!("CARGO_BIN_EXE_jobwire");
+mod common;
+use common::JOBWIRE;
+
 const ROWS: i64 = 10_000;
 
 fn amqp_url() -> String {
@@ -144,4 +147,59 @@ async fn a_relay_killed_mid_drain_loses_no_row() {
     assert!(seen.is_subset(&ids));
     pool.close().await;
     db.drop_database().await;
+}
+
+/// A relay given a wrong password says so when it starts, though it has no
+/// row to publish (an idle relay otherwise never talks to the broker), and
+/// keeps running: the rows wait in the outbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_that_cannot_log_in_says_so_at_start() {
+    use std::io::{BufRead, BufReader};
+
+    let db = FreshDatabase::create().await;
+    common::migrate(&db.url);
+    let wrong_password = amqp_url().replacen("guest:guest@", "guest:not-the-password@", 1);
+    assert_ne!(
+        wrong_password,
+        amqp_url(),
+        "the test's URL has guest's login"
+    );
+    let mut relay = Command::new(JOBWIRE)
+        .args(["relay", "--transport", "rabbitmq"])
+        .env("DATABASE_URL", &db.url)
+        .env("AMQP_URL", &wrong_password)
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = relay.stderr.take().unwrap();
+    let (lines, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let reported = loop {
+        match received.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) if line.contains("cannot reach the broker") => break Some(line),
+            Ok(line) => seen.push(line),
+            Err(_) => break None,
+        }
+    };
+    let still_running = relay.try_wait().unwrap().is_none();
+    relay.kill().unwrap();
+    relay.wait().unwrap();
+    let reported = reported
+        .unwrap_or_else(|| panic!("no report of the refused login in:\n{}", seen.join("\n")));
+    assert!(reported.contains("ERROR"), "{reported}");
+    assert!(
+        reported.contains("ACCESS_REFUSED") || reported.contains("refused"),
+        "the report gives the broker's reason: {reported}"
+    );
+    assert!(still_running, "the relay keeps running: {reported}");
 }

@@ -100,6 +100,14 @@ impl Relay {
             }
         }
         tracing::info!(transport = relay.transport.name(), "relay started");
+        // Beside the drain, not before it: a broker that is down must not
+        // hold up the start, and the drain retries on its own. But an idle
+        // relay publishes nothing, so without this a wrong address or
+        // password would go unreported until the first row.
+        tokio::spawn(report_broker_reachability(
+            relay.transport.clone(),
+            shutdown.clone(),
+        ));
         while tasks.join_next().await.is_some() {}
         let report = relay.stats.report();
         tracing::info!(?report, "relay stopped");
@@ -221,5 +229,20 @@ impl Relay {
                 .min(poll),
             None => poll,
         }
+    }
+}
+
+/// Log once whether the broker answers and takes the credentials.
+async fn report_broker_reachability(transport: Arc<dyn Transport>, shutdown: CancellationToken) {
+    tokio::select! {
+        () = shutdown.cancelled() => {}
+        checked = transport.check() => match checked {
+            Ok(()) => tracing::info!(transport = transport.name(), "broker reachable"),
+            Err(err) => tracing::error!(
+                transport = transport.name(),
+                error = %err,
+                "cannot reach the broker; outbox rows wait in the outbox until it answers"
+            ),
+        },
     }
 }

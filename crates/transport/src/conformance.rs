@@ -14,7 +14,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::{
-    Delivery, Envelope, Headers, PublishError, SubscribeOptions, Subscriber, Transport, header,
+    Delivery, Envelope, Headers, PublishError, SubscribeOptions, Subscriber, Transport,
+    TransportError, header,
 };
 
 /// A transport implementation under test.
@@ -406,6 +407,26 @@ pub async fn unreachable_broker_is_an_error(target: &dyn ConformanceTarget) {
     }
 }
 
+/// `check` answers for a broker that is there and refuses one that is not,
+/// within a bounded time and with nothing published.
+pub async fn check_tells_a_reachable_broker_from_an_unreachable_one(
+    target: &dyn ConformanceTarget,
+) {
+    target
+        .transport()
+        .await
+        .check()
+        .await
+        .expect("the broker under test is reachable");
+    let down = tokio::time::timeout(Duration::from_secs(60), target.unreachable().await.check())
+        .await
+        .expect("checking an unreachable broker must fail in bounded time");
+    assert!(
+        matches!(down, Err(TransportError::Unavailable(_))),
+        "{down:?}"
+    );
+}
+
 /// `delete_topic` removes the destination with what is queued on it, and
 /// deleting it again is no error. A subscriber on the same name afterwards
 /// starts from nothing: it does not get the deleted message, and it does
@@ -455,6 +476,7 @@ macro_rules! conformance_tests {
             round_trip, batch_publish, nack_requeues, unacked_redelivered_after_restart,
             per_key_order, oversized_message_is_rejected_alone, malformed_payload_round_trips,
             invalid_destination_is_rejected, unreachable_broker_is_an_error,
+            check_tells_a_reachable_broker_from_an_unreachable_one,
             delete_topic_removes_the_destination);
     };
     (@each $target:expr; $($scenario:ident),*) => {

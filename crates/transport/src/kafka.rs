@@ -261,6 +261,25 @@ impl Transport for KafkaTransport {
         }
     }
 
+    async fn check(&self) -> Result<(), TransportError> {
+        // The cluster's metadata answers only once a bootstrap server does.
+        // The call blocks for up to the timeout, on a thread of its own
+        // rather than the runtime's blocking pool: a runtime shutting down
+        // waits for its blocking tasks, and a relay stopped while the broker
+        // is down would wait out the whole timeout.
+        let producer = self.producer_slot().clone();
+        let timeout = self.shared.config.timeout;
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        std::thread::spawn(move || {
+            let _ = answer.send(producer.client().fetch_metadata(None, timeout));
+        });
+        answered
+            .await
+            .map_err(|_| TransportError::Unavailable("the metadata request was lost".into()))?
+            .map(|_| ())
+            .map_err(|err| TransportError::Unavailable(format!("cluster metadata: {err}")))
+    }
+
     async fn publish(&self, batch: &[Envelope]) -> Vec<Result<(), PublishError>> {
         let producer = match self.live_producer() {
             Ok(producer) => producer,

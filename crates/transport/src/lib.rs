@@ -231,6 +231,15 @@ pub trait Transport: Send + Sync {
         options: &SubscribeOptions,
     ) -> Result<Box<dyn Subscriber>, TransportError>;
 
+    /// Whether the broker can be reached and takes these credentials, with
+    /// nothing published. A relay calls it when it starts, so a broker that
+    /// is down or refuses the login is reported at once rather than at the
+    /// first outbox row. The default (a transport with nothing to reach)
+    /// has nothing to check.
+    async fn check(&self) -> Result<(), TransportError> {
+        Ok(())
+    }
+
     /// Flush what is pending and release connections. Publishing after
     /// `close` fails with [`PublishError::Unavailable`] or reconnects,
     /// depending on the implementation.

@@ -137,6 +137,16 @@ impl Transport for MemoryTransport {
         }
     }
 
+    async fn check(&self) -> Result<(), TransportError> {
+        if self.inner.available.load(Ordering::SeqCst) {
+            Ok(())
+        } else {
+            Err(TransportError::Unavailable(
+                "in-memory broker is switched off".into(),
+            ))
+        }
+    }
+
     async fn publish(&self, batch: &[Envelope]) -> Vec<Result<(), PublishError>> {
         if !self.inner.available.load(Ordering::SeqCst) {
             return batch

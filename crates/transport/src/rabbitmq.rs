@@ -241,6 +241,16 @@ impl Transport for RabbitTransport {
         }
     }
 
+    async fn check(&self) -> Result<(), TransportError> {
+        // A connection and a channel of its own: the login is what a wrong
+        // password or vhost fails.
+        let session = Session::open(&self.config)
+            .await
+            .map_err(TransportError::Unavailable)?;
+        session.close().await;
+        Ok(())
+    }
+
     async fn publish(&self, batch: &[Envelope]) -> Vec<Result<(), PublishError>> {
         let mut results: Vec<Option<Result<(), PublishError>>> = batch
             .iter()

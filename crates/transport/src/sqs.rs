@@ -329,6 +329,18 @@ impl Transport for SqsTransport {
         }
     }
 
+    async fn check(&self) -> Result<(), TransportError> {
+        // The cheapest signed call: it fails on a wrong endpoint, region or
+        // credentials alike.
+        self.client
+            .list_queues()
+            .max_results(1)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(unavailable)
+    }
+
     async fn publish(&self, batch: &[Envelope]) -> Vec<Result<(), PublishError>> {
         let mut results: Vec<Option<Result<(), PublishError>>> = vec![None; batch.len()];
         // Per destination, in batch order: chunks of at most 10 entries and
