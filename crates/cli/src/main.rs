@@ -72,7 +72,11 @@ enum Command {
         actor: String,
     },
     /// List dead letters (FAILED jobs) grouped by job type and error code.
-    DeadLetters,
+    DeadLetters {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Replay dead-lettered jobs: one by id, or a group by type and error.
     Replay(ReplayArgs),
     /// Run a worker with the built-in handlers until Ctrl-C / SIGTERM: the
@@ -96,7 +100,8 @@ enum Command {
     /// enqueue rate.
     #[command(subcommand)]
     Tenant(TenantCommand),
-    /// A queue's enqueue limits: most waiting jobs, shedding low priority.
+    /// Queues: list them, pause and resume claims, and their enqueue limits
+    /// (most waiting jobs, shedding low priority).
     #[command(subcommand)]
     Queue(QueueCommand),
     /// Drain the outbox (`job_outbox`) into a broker until Ctrl-C / SIGTERM.
@@ -162,7 +167,7 @@ async fn run(command: Command, pool: PgPool) -> Result<()> {
         Command::Enqueue(args) => cmd::enqueue::enqueue(&pool, args).await?,
         Command::Status { job_id, json } => cmd::status::status(&pool, job_id, json).await?,
         Command::Cancel { job_id, actor } => cmd::cancel::cancel(&pool, job_id, &actor).await?,
-        Command::DeadLetters => cmd::dead_letters::dead_letters(&pool).await?,
+        Command::DeadLetters { json } => cmd::dead_letters::dead_letters(&pool, json).await?,
         Command::Replay(args) => cmd::replay::replay(&pool, args).await?,
         Command::Worker(args) => cmd::worker::serve(pool, args, false).await?,
         Command::Run(args) => cmd::worker::serve(pool, args, true).await?,

@@ -385,6 +385,8 @@ async fn tenant_caps_from_the_command_line() {
     assert_eq!(caps["default_max_running"], 3);
     assert_eq!(caps["tenants"][0]["tenant"], "bigco");
     assert_eq!(caps["tenants"][0]["max_running"], 10);
+    // One naming throughout, the nested limits too.
+    assert_eq!(caps["tenants"][0]["limits"]["max_running"], 10);
     assert_eq!(caps["tenants"][0]["waiting"], 1);
     let text = stdout(&jobwire(&db.url, &["tenant", "list", "imports"]));
     assert!(text.contains("bigco") && text.contains("10"), "{text}");
@@ -393,6 +395,10 @@ async fn tenant_caps_from_the_command_line() {
     for (args, says) in [
         (
             vec!["tenant", "set", "imports", "--max-running", "0"],
+            "at least 1",
+        ),
+        (
+            vec!["tenant", "set", "imports", "--max-running", "-1"],
             "at least 1",
         ),
         (vec!["tenant", "set", "imports"], "--max-running"),
@@ -505,7 +511,8 @@ async fn enqueue_limits_from_the_command_line() {
     // Shown, changed one at a time, removed.
     let shown = jobwire(&db.url, &["queue", "limits", "imports", "--json"]);
     let limits: serde_json::Value = serde_json::from_str(&stdout(&shown)).unwrap();
-    assert_eq!(limits["maxQueued"], 2);
+    assert_eq!(limits["queue"], "imports");
+    assert_eq!(limits["max_queued"], 2);
     let listed = stdout(&jobwire(&db.url, &["tenant", "list", "other"]));
     assert!(
         listed.contains("acme") && listed.contains("enqueues at most 1/h"),
@@ -581,6 +588,145 @@ async fn enqueue_limits_from_the_command_line() {
     );
     let listed = stdout(&jobwire(&db.url, &["token", "list"]));
     assert!(listed.contains("tenant \"acme\""), "{listed}");
+    pool.close().await;
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn dead_letters_are_listed_and_replayed_from_the_command_line() {
+    let db = FreshDatabase::create().await;
+    assert!(jobwire(&db.url, &["migrate"]).status.success());
+    let pool = db.pool().await;
+    let failed: Uuid = sqlx::query_scalar(
+        "INSERT INTO jobs (job_id, job_type, state, attempt_count, finished_at, last_error_code, last_error)
+         VALUES (jobwire_uuidv7(), 'deliver_webhook', 'FAILED', 1, now(), 'HTTP_503', 'upstream said 503')
+         RETURNING job_id",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO job_outbox_dead (id, topic, payload, headers, available_at, attempts, last_error, created_at)
+         VALUES (41, 'jobwire-webhooks', '{}', '{}', now(), 10, 'broker refused', now())",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    // Jobs: the same groups as text and as JSON.
+    let text = jobwire(&db.url, &["dead-letters"]);
+    assert!(text.status.success(), "{}", stderr(&text));
+    assert!(
+        stdout(&text).contains("deliver_webhook")
+            && stdout(&text).contains("HTTP_503")
+            && stdout(&text).contains("newest error: upstream said 503"),
+        "{}",
+        stdout(&text)
+    );
+    let json = jobwire(&db.url, &["dead-letters", "--json"]);
+    let groups: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    assert_eq!(groups[0]["job_type"], "deliver_webhook");
+    assert_eq!(groups[0]["last_error_code"], "HTTP_503");
+    assert_eq!(groups[0]["jobs"], 1);
+    let replayed = jobwire(&db.url, &["replay", "--job-type", "deliver_webhook"]);
+    assert!(replayed.status.success(), "{}", stderr(&replayed));
+    assert!(
+        stdout(&replayed).starts_with("1 job replayed"),
+        "{}",
+        stdout(&replayed)
+    );
+    let state: String = sqlx::query_scalar("SELECT state::text FROM jobs WHERE job_id = $1")
+        .bind(failed)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(state, "QUEUED");
+
+    // Outbox rows: an id that is no dead letter is an error naming it, and
+    // the one that is moves back all the same.
+    let json = jobwire(&db.url, &["outbox", "dead-letters", "--json"]);
+    let groups: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    assert_eq!(groups[0]["topic"], "jobwire-webhooks");
+    assert_eq!(groups[0]["count"], 1);
+    let partly = jobwire(
+        &db.url,
+        &["outbox", "replay", "--id", "41", "--id", "999999"],
+    );
+    assert!(!partly.status.success(), "an unknown id was accepted");
+    assert!(
+        stderr(&partly).contains("not an outbox dead letter: 999999"),
+        "{}",
+        stderr(&partly)
+    );
+    assert!(
+        stdout(&partly).contains("1 outbox row moved back"),
+        "{}",
+        stdout(&partly)
+    );
+    let moved: i64 = sqlx::query_scalar("SELECT count(*) FROM job_outbox WHERE id = 41")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(moved, 1);
+    let again = jobwire(&db.url, &["outbox", "replay", "--id", "41"]);
+    assert!(!again.status.success(), "a row moved twice");
+    pool.close().await;
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn queues_are_listed_paused_and_resumed_from_the_command_line() {
+    let db = FreshDatabase::create().await;
+    assert!(jobwire(&db.url, &["migrate"]).status.success());
+    let enqueued = jobwire(&db.url, &["enqueue", "import_row", "--queue", "imports"]);
+    assert!(enqueued.status.success(), "{}", stderr(&enqueued));
+
+    let paused = jobwire(&db.url, &["queue", "pause", "imports"]);
+    assert!(paused.status.success(), "{}", stderr(&paused));
+    assert!(stdout(&paused).contains("paused"), "{}", stdout(&paused));
+    assert!(
+        !stderr(&paused).contains("note:"),
+        "a queue holding a job is known: {}",
+        stderr(&paused)
+    );
+    let listed = jobwire(&db.url, &["queue", "list", "--json"]);
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    let queues: serde_json::Value = serde_json::from_str(&stdout(&listed)).unwrap();
+    let imports = queues
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|queue| queue["queue"] == "imports")
+        .unwrap_or_else(|| panic!("no imports in {queues}"));
+    assert_eq!(imports["paused"], true);
+    assert_eq!(imports["queued"], 1);
+    let text = stdout(&jobwire(&db.url, &["queue", "list"]));
+    assert!(
+        text.lines()
+            .any(|line| line.starts_with("imports") && line.contains("yes")),
+        "{text}"
+    );
+
+    // A name never seen is paused all the same, with a note to check it.
+    let typo = jobwire(&db.url, &["queue", "pause", "imprts"]);
+    assert!(typo.status.success(), "{}", stderr(&typo));
+    assert!(
+        stderr(&typo).contains("note: no queue"),
+        "{}",
+        stderr(&typo)
+    );
+    let blank = jobwire(&db.url, &["queue", "pause", " "]);
+    assert!(!blank.status.success(), "a blank queue name was paused");
+
+    let resumed = jobwire(&db.url, &["queue", "resume", "imports"]);
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    let pool = db.pool().await;
+    let still_paused: Vec<String> =
+        sqlx::query_scalar("SELECT queue FROM job_queues WHERE paused ORDER BY queue")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(still_paused, vec!["imprts".to_owned()]);
     pool.close().await;
     db.drop_database().await;
 }

@@ -10,6 +10,7 @@ pub(crate) mod enqueue;
 pub(crate) mod migrate;
 pub(crate) mod outbox;
 pub(crate) mod queue;
+pub(crate) mod queue_state;
 pub(crate) mod relay;
 pub(crate) mod replay;
 pub(crate) mod schedule;

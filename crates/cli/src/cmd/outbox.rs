@@ -85,6 +85,7 @@ async fn replay(pool: &PgPool, args: OutboxReplayArgs) -> Result<()> {
     if args.batch_size < 1 {
         bail!("--batch-size must be at least 1");
     }
+    let asked_for = args.ids.clone();
     let filter = OutboxReplayFilter {
         topic: args.topic,
         last_error: args.error,
@@ -92,15 +93,39 @@ async fn replay(pool: &PgPool, args: OutboxReplayArgs) -> Result<()> {
         limit: args.batch_size,
     };
     // In batches, so a large group never holds one long transaction.
-    let mut total = 0;
+    let mut moved_back = Vec::new();
     loop {
         let moved =
             jobwire_core::replay_outbox_dead(pool, &filter, &args.actor, &args.reason).await?;
-        total += moved.len();
-        if moved.len() < filter.limit as usize {
+        let last_batch = moved.len() < filter.limit as usize;
+        moved_back.extend(moved);
+        if last_batch {
             break;
         }
     }
-    println!("{total} outbox rows moved back for publishing");
+    let total = moved_back.len();
+    println!(
+        "{total} outbox {} moved back for publishing",
+        if total == 1 { "row" } else { "rows" }
+    );
+    // Ids asked for by name that did not move are a mistake worth a
+    // non-zero exit: a typo, or a row that was never (or is no longer) a
+    // dead letter of this topic and error.
+    let missing: Vec<String> = asked_for
+        .iter()
+        .filter(|id| !moved_back.contains(id))
+        .map(i64::to_string)
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "not an outbox dead letter{}: {} (see `jobwire outbox dead-letters`)",
+            if filter.topic.is_some() || filter.last_error.is_some() {
+                " matching --topic/--error"
+            } else {
+                ""
+            },
+            missing.join(", ")
+        );
+    }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! `jobwire queue`: a queue's enqueue limits — the most jobs that may wait
 //! on it, and shedding less urgent work from a depth on (docs/tenants.md,
-//! "Enqueue limits").
+//! "Enqueue limits"); listing, pausing and resuming queues is in
+//! `queue_state.rs`.
 
 use anyhow::{Result, bail};
 use jobwire_core::Shedding;
@@ -17,11 +18,11 @@ pub(crate) enum QueueCommand {
         /// The queue.
         queue: String,
         /// Most jobs waiting on the queue (at least 1, or none).
-        #[arg(long, value_name = "N|none", value_parser = count_limit)]
+        #[arg(long, value_name = "N|none", value_parser = count_limit, allow_negative_numbers = true)]
         max_queued: Option<LimitArg<u32>>,
         /// From this many waiting jobs on, refuse jobs less urgent than
         /// --shed-priority (at least 1, or none).
-        #[arg(long, value_name = "N|none", value_parser = count_limit)]
+        #[arg(long, value_name = "N|none", value_parser = count_limit, allow_negative_numbers = true)]
         shed_depth: Option<LimitArg<u32>>,
         /// The least urgent priority still taken at the shedding depth (lower
         /// numbers are more urgent). Default with --shed-depth: 0.
@@ -30,6 +31,24 @@ pub(crate) enum QueueCommand {
         /// Remove every limit of the queue instead.
         #[arg(long, conflicts_with_all = ["max_queued", "shed_depth", "shed_priority"])]
         remove: bool,
+    },
+    /// List every queue (declared, or holding jobs): dispatch, paused, jobs
+    /// by state, the oldest waiting job's age.
+    List {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pause a queue: no job of it is claimed, on either path, until it is
+    /// resumed. Enqueues go on.
+    Pause {
+        /// The queue.
+        queue: String,
+    },
+    /// Resume a paused queue and wake its waiting jobs at once.
+    Resume {
+        /// The queue.
+        queue: String,
     },
     /// Show a queue's enqueue limits and per-tenant defaults.
     Limits {
@@ -43,6 +62,11 @@ pub(crate) enum QueueCommand {
 
 pub(crate) async fn queue(pool: &PgPool, command: QueueCommand) -> Result<()> {
     match command {
+        QueueCommand::List { json } => super::queue_state::list(pool, json).await?,
+        QueueCommand::Pause { queue } => super::queue_state::set_paused(pool, &queue, true).await?,
+        QueueCommand::Resume { queue } => {
+            super::queue_state::set_paused(pool, &queue, false).await?
+        }
         QueueCommand::Limit {
             queue,
             max_queued,
@@ -91,7 +115,18 @@ pub(crate) async fn queue(pool: &PgPool, command: QueueCommand) -> Result<()> {
         QueueCommand::Limits { queue, json } => {
             let limits = jobwire_core::queue_limits(pool, &queue).await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&limits)?);
+                /// The queue's name beside its limits, as `tenant list --json` has it.
+                #[derive(serde::Serialize)]
+                struct Named<'a> {
+                    queue: &'a str,
+                    #[serde(flatten)]
+                    limits: &'a jobwire_core::QueueLimits,
+                }
+                let named = Named {
+                    queue: &queue,
+                    limits: &limits,
+                };
+                println!("{}", serde_json::to_string_pretty(&named)?);
             } else {
                 print_limits(&queue, &limits);
             }

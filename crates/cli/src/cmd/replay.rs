@@ -64,8 +64,9 @@ pub(crate) async fn replay(pool: &PgPool, args: ReplayArgs) -> Result<()> {
     )
     .await?;
     println!(
-        "{} jobs replayed (failed until {})",
+        "{} {} replayed (failed until {})",
         replay.requeued,
+        if replay.requeued == 1 { "job" } else { "jobs" },
         replay.until.to_rfc3339()
     );
     Ok(())

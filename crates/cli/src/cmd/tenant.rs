@@ -26,9 +26,13 @@ pub(crate) fn count_limit(text: &str) -> Result<LimitArg<u32>, String> {
     if text == "none" {
         return Ok(LimitArg::Remove);
     }
-    match text.parse::<u32>() {
-        Ok(0) => Err("must be at least 1 (or none to remove the limit)".into()),
-        Ok(n) => Ok(LimitArg::Set(n)),
+    // Parsed wider than the limit so that `-1` or `0` reads as out of range,
+    // not as "not a number".
+    match text.parse::<i64>() {
+        Ok(n) if n < 1 => Err("must be at least 1 (or none to remove the limit)".into()),
+        Ok(n) => u32::try_from(n)
+            .map(LimitArg::Set)
+            .map_err(|_| format!("at most {}", u32::MAX)),
         Err(_) => Err(format!("{text:?} is not a whole number or none")),
     }
 }
@@ -52,11 +56,11 @@ pub(crate) enum TenantCommand {
         #[arg(long)]
         tenant: Option<String>,
         /// Most running jobs per tenant (at least 1, or none).
-        #[arg(long, value_name = "N|none", value_parser = count_limit)]
+        #[arg(long, value_name = "N|none", value_parser = count_limit, allow_negative_numbers = true)]
         max_running: Option<LimitArg<u32>>,
         /// Most waiting jobs per tenant: an enqueue past it is refused
         /// (queue full), and nothing is written (at least 1, or none).
-        #[arg(long, value_name = "N|none", value_parser = count_limit)]
+        #[arg(long, value_name = "N|none", value_parser = count_limit, allow_negative_numbers = true)]
         max_queued: Option<LimitArg<u32>>,
         /// How fast a tenant may enqueue, like 100/s, 600/min, 1000/h or
         /// 50/10s: an enqueue past it is refused (rate limited), or none.

@@ -21,7 +21,6 @@ pub const MAX_LIMIT: u32 = 1_000_000_000;
 
 /// An enqueue rate: at most `jobs` per `per_seconds`, over a sliding window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct EnqueueRate {
     /// Jobs allowed per window (at least 1).
     pub jobs: u32,
@@ -95,7 +94,6 @@ impl EnqueueRate {
 /// or one tenant's overrides. `None` is no limit (an override's `None`
 /// falls back to the default).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct TenantLimits {
     /// Most of the tenant's jobs running at once.
     pub max_running: Option<u32>,
@@ -131,7 +129,6 @@ impl TenantLimits {
 /// Shedding: while the queue holds `depth` or more waiting jobs, only jobs
 /// of `priority` or more urgent (a lower number) are taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct Shedding {
     /// Waiting jobs from which less urgent enqueues are refused.
     pub depth: u32,
@@ -141,7 +138,6 @@ pub struct Shedding {
 
 /// A queue's enqueue limits, and the per-tenant defaults.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct QueueLimits {
     /// Most jobs waiting on the queue (queued or waiting for a retry).
     pub max_queued: Option<u32>,
