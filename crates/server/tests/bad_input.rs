@@ -217,17 +217,20 @@ async fn bad_input_gets_a_4xx_naming_the_problem_and_writes_nothing(pool: PgPool
             .field("limit"),
         case("limit not a number", 400, "INVALID_QUERY")
             .at("GET", "/jobs?limit=ten")
-            .token(Token::Read),
+            .token(Token::Read)
+            .field("limit"),
         case("unknown state", 400, "INVALID_FIELD")
             .at("GET", "/jobs?state=DONE")
             .token(Token::Read)
             .field("state"),
         case("after not a UUID", 400, "INVALID_QUERY")
             .at("GET", "/jobs?after=xyz")
-            .token(Token::Read),
+            .token(Token::Read)
+            .field("after"),
         case("unknown query parameter", 400, "INVALID_QUERY")
             .at("GET", "/jobs?colour=red")
-            .token(Token::Read),
+            .token(Token::Read)
+            .field("colour"),
         // Dead-letter retry.
         case("retry without a group", 400, "FILTER_REQUIRED")
             .at("POST", "/dead-letter/retry")

@@ -92,6 +92,10 @@ async fn log_in(api: &Api, token: &str) -> (String, String) {
         assert!(header.contains(flag), "{header} lacks {flag}");
     }
     let cookie = format!("jobwire_session={}", cookie_value(&header));
+    // The overview typed with a trailing slash leads to the overview.
+    let slash = get_with(api, "/ui/", &cookie).await;
+    assert_eq!(slash.status(), StatusCode::PERMANENT_REDIRECT);
+    assert_eq!(slash.headers()[LOCATION], "/ui");
     let page = get_with(api, "/ui", &cookie).await;
     assert_eq!(page.status(), 200);
     let csrf = hidden_csrf(&page.text().await.unwrap());

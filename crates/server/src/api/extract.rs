@@ -2,7 +2,7 @@
 //! field at fault: a JSON body, a query string, a job id in the path.
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
@@ -110,16 +110,33 @@ pub(crate) struct QueryParams<T>(pub T);
 impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T> {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        Query::<T>::from_request_parts(parts, state)
-            .await
-            .map(|Query(value)| QueryParams(value))
-            .map_err(|rejection| {
-                let text = rejection.body_text();
-                let detail = text
-                    .strip_prefix("Failed to deserialize query string: ")
-                    .unwrap_or(&text);
-                ApiError::bad_request("INVALID_QUERY", detail.to_owned())
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        // Deserialized here rather than by axum's `Query`, whose rejection
+        // is only text: the error names the parameter in `field`.
+        let query = parts.uri.query().unwrap_or_default();
+        let deserializer =
+            serde_urlencoded::Deserializer::new(url::form_urlencoded::parse(query.as_bytes()));
+        serde_path_to_error::deserialize(deserializer)
+            .map(QueryParams)
+            .map_err(|err| {
+                let path = err.path().to_string();
+                let message = err.into_inner().to_string();
+                // An unknown or missing parameter is named in the message.
+                let field = if path == "." {
+                    field_named_in(&message)
+                } else {
+                    Some(path)
+                };
+                ApiError::BadRequest {
+                    code: "INVALID_QUERY",
+                    message: match &field {
+                        Some(field) if !message.contains(&format!("`{field}`")) => {
+                            format!("{field}: {message}")
+                        }
+                        _ => message,
+                    },
+                    field,
+                }
             })
     }
 }

@@ -14,7 +14,7 @@ use axum::Router;
 use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, header};
 use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::response::{Redirect, Response};
 use axum::routing::{get, post};
 
 use crate::api::ApiState;
@@ -36,6 +36,8 @@ mod session;
 pub(crate) fn routes() -> Router<ApiState> {
     Router::new()
         .route("/ui", get(overview::overview))
+        // Typed or bookmarked with a trailing slash: the same page.
+        .route("/ui/", get(|| async { Redirect::permanent("/ui") }))
         .route("/ui/login", get(session::login_page).post(session::log_in))
         .route("/ui/logout", post(session::log_out))
         .route("/ui/jobs", get(jobs::list))
