@@ -17,6 +17,8 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// The API, bound to its address and ready to serve.
 pub struct HttpServer {
+    /// What it serves, for its log line: "HTTP API" or "metrics and health checks".
+    serves: &'static str,
     listener: TcpListener,
     router: axum::Router,
 }
@@ -26,21 +28,34 @@ impl HttpServer {
     /// API must be reachable from other machines (every route but the
     /// health checks needs a token either way).
     pub async fn bind(addr: SocketAddr, pool: PgPool) -> std::io::Result<Self> {
-        Self::bind_router(addr, crate::api::router(pool)).await
+        Self::bind_router(addr, crate::api::router(pool), "HTTP API").await
     }
 
     /// Bind only `/metrics` and the health checks (for a worker or relay
     /// process that serves no API) to `addr`; same tokens as the API.
     pub async fn bind_metrics(addr: SocketAddr, pool: PgPool) -> std::io::Result<Self> {
-        Self::bind_router(addr, crate::api::metrics_router(pool)).await
+        Self::bind_router(
+            addr,
+            crate::api::metrics_router(pool),
+            "metrics and health checks",
+        )
+        .await
     }
 
-    async fn bind_router(addr: SocketAddr, router: axum::Router) -> std::io::Result<Self> {
+    async fn bind_router(
+        addr: SocketAddr,
+        router: axum::Router,
+        serves: &'static str,
+    ) -> std::io::Result<Self> {
         let listener = TcpListener::bind(addr).await?;
         if !addr.ip().is_loopback() {
             tracing::warn!(%addr, "the HTTP server listens beyond this machine");
         }
-        Ok(HttpServer { listener, router })
+        Ok(HttpServer {
+            serves,
+            listener,
+            router,
+        })
     }
 
     /// The address it listens on (the real port when bound to port 0).
@@ -52,7 +67,7 @@ impl HttpServer {
     /// up to ten seconds).
     pub async fn run(self, shutdown: CancellationToken) -> std::io::Result<()> {
         let addr = self.listener.local_addr()?;
-        tracing::info!(%addr, "HTTP API listening");
+        tracing::info!(%addr, "{} listening", self.serves);
         // Small answers go out at once: without TCP_NODELAY, a response
         // written in more than one piece can wait on the client's delayed
         // acknowledgement (tens of milliseconds) for its last piece.

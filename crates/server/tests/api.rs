@@ -86,6 +86,23 @@ async fn enqueue_read_and_list_jobs(pool: PgPool) {
     }
     assert_eq!(job["payload"], json!({"invoiceId": "inv_7731"}));
 
+    // No payload, or a null one: the default, an empty object.
+    for body in [
+        json!({"type": "ping"}),
+        json!({"type": "ping", "payload": null}),
+    ] {
+        let (status, created) = enqueue(&api, body.clone()).await;
+        assert_eq!(status, 201, "{body}: {created}");
+        let (_, stored) = parts(
+            api.get(&format!("/jobs/{}", job_id(&created)), &api.read)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(stored["payload"], json!({}), "{body}");
+    }
+
     // Unknown job: 404 JOB_NOT_FOUND in the envelope.
     let (status, missing) = parts(
         api.get(&format!("/jobs/{}", Uuid::now_v7()), &api.read)
@@ -663,8 +680,9 @@ async fn a_new_jobs_answer_reads_as_the_job_does(pool: PgPool) {
             created.as_object_mut().unwrap().remove("duplicate"),
             Some(json!(false))
         );
+        // Read by the same token: what it sees of the job.
         let (status, read) = parts(
-            api.get(&format!("/jobs/{}", job_id(&created)), &api.read)
+            api.get(&format!("/jobs/{}", job_id(&created)), token)
                 .send()
                 .await
                 .unwrap(),
@@ -1234,9 +1252,20 @@ async fn a_token_bound_to_a_tenant_keeps_to_its_jobs(pool: PgPool) {
         "{mine}"
     );
     assert_ne!(job_id(&mine), job_id(&theirs));
+    // It gets back the key it sent, whatever form the table keeps it in.
+    assert_eq!(mine["idempotencyKey"], "row-7", "{mine}");
     let (status, again) = parts(post(keyed("acme")).await.unwrap()).await;
     assert_eq!((status, again["duplicate"].clone()), (200, json!(true)));
     assert_eq!(job_id(&again), job_id(&mine));
+    assert_eq!(again["idempotencyKey"], "row-7", "{again}");
+    let (_, read) = parts(
+        api.get(&format!("/jobs/{}", job_id(&mine)), &acme)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(read["idempotencyKey"], "row-7", "{read}");
     // A key of the scoped shape written by an unbound producer for another
     // tenant: refused without showing that job.
     let squatted =

@@ -103,6 +103,12 @@ async fn bad_input_gets_a_4xx_naming_the_problem_and_writes_nothing(pool: PgPool
         case("no token", 401, "UNAUTHENTICATED").token(Token::None),
         case("not a token", 401, "UNAUTHENTICATED").authorization("Bearer hello"),
         case("basic auth", 401, "UNAUTHENTICATED").authorization("Basic dXNlcjpwYXNz"),
+        case(
+            "a live token and a second Authorization",
+            401,
+            "UNAUTHENTICATED",
+        )
+        .header("authorization", "Bearer not-a-token"),
         case("unknown token", 401, "UNAUTHENTICATED").authorization(format!(
             "Bearer jw_{}_{}",
             "0".repeat(16),
@@ -199,7 +205,8 @@ async fn bad_input_gets_a_4xx_naming_the_problem_and_writes_nothing(pool: PgPool
             .at("GET", "/jobs?queue=%00")
             .token(Token::Read),
         case("payload over the limit", 413, "PAYLOAD_TOO_LARGE")
-            .json(json!({"type": "a", "payload": {"blob": "x".repeat(limit)}})),
+            .json(json!({"type": "a", "payload": {"blob": "x".repeat(limit)}}))
+            .field("payload"),
         case("body over the server's limit", 413, "PAYLOAD_TOO_LARGE")
             .json(json!({"type": "a", "payload": {"blob": "x".repeat(2 * 1024 * 1024)}})),
         // Paths and queries.
@@ -207,11 +214,11 @@ async fn bad_input_gets_a_4xx_naming_the_problem_and_writes_nothing(pool: PgPool
             .at("GET", "/jobs/not-a-uuid")
             .token(Token::Read),
         case("cancel id not a UUID", 400, "INVALID_JOB_ID").at("POST", "/jobs/123/cancel"),
-        case("limit zero", 400, "INVALID_FIELD")
+        case("limit zero", 400, "INVALID_QUERY")
             .at("GET", "/jobs?limit=0")
             .token(Token::Read)
             .field("limit"),
-        case("limit over 500", 400, "INVALID_FIELD")
+        case("limit over 500", 400, "INVALID_QUERY")
             .at("GET", "/jobs?limit=501")
             .token(Token::Read)
             .field("limit"),
@@ -219,7 +226,7 @@ async fn bad_input_gets_a_4xx_naming_the_problem_and_writes_nothing(pool: PgPool
             .at("GET", "/jobs?limit=ten")
             .token(Token::Read)
             .field("limit"),
-        case("unknown state", 400, "INVALID_FIELD")
+        case("unknown state", 400, "INVALID_QUERY")
             .at("GET", "/jobs?state=DONE")
             .token(Token::Read)
             .field("state"),
@@ -253,7 +260,7 @@ async fn bad_input_gets_a_4xx_naming_the_problem_and_writes_nothing(pool: PgPool
         invalid("retry with an empty type", "type", json!({"type": ""}))
             .at("POST", "/dead-letter/retry")
             .token(Token::Admin),
-        case("bad id prefix", 400, "INVALID_FIELD")
+        case("bad id prefix", 400, "INVALID_QUERY")
             .at("GET", "/jobs?idPrefix=01a2'--")
             .token(Token::Read)
             .field("idPrefix"),
@@ -290,9 +297,6 @@ async fn bad_input_gets_a_4xx_naming_the_problem_and_writes_nothing(pool: PgPool
         if let Some(content_type) = case.content_type {
             request = request.header("content-type", content_type);
         }
-        for (name, value) in &case.headers {
-            request = request.header(*name, *value);
-        }
         request = match (&case.authorization, case.token) {
             (Some(value), _) => request.header("authorization", value),
             (None, Token::None) => request,
@@ -300,6 +304,10 @@ async fn bad_input_gets_a_4xx_naming_the_problem_and_writes_nothing(pool: PgPool
             (None, Token::Write) => request.bearer_auth(&api.write),
             (None, Token::Admin) => request.bearer_auth(&api.admin),
         };
+        // After the token, so that a case's own Authorization is a second one.
+        for (name, value) in &case.headers {
+            request = request.header(*name, *value);
+        }
         let (status, body) = parts(request.send().await.unwrap()).await;
         let code = if body.is_null() {
             "<no JSON body>"

@@ -125,6 +125,7 @@ async fn seed(pool: &PgPool, broker_queue: bool) -> Seeded {
             "render_report",
             json!({"title": HOSTILE_TITLE, "note": "\"double\" & 'single' <i>quotes</i>"}),
         )
+        .with_tenant(HOSTILE_TITLE)
         .with_max_attempts(1),
     )
     .await;
@@ -417,6 +418,8 @@ async fn an_operator_works_the_dashboard_end_to_end(pool: PgPool) {
         row.contains("30 2 * * *") && row.contains("Europe/Berlin"),
         "{row}"
     );
+    // In the schedule's own zone to the second (CET or CEST), as in UTC.
+    assert!(row.contains("02:30:00 CE"), "{row}");
     assert_eq!(
         browser
             .count(&format!("{schedule_row} td:nth-child(5) time"))
@@ -512,6 +515,7 @@ async fn a_jobs_markup_renders_as_text(pool: PgPool) {
         .goto(&format!("{base}/ui/jobs/{}", seeded.hostile))
         .await;
     assert_eq!(browser.text("#last-error").await, HOSTILE_ERROR);
+    assert_eq!(browser.text("#job-tenant").await, HOSTILE_TITLE);
     let payload = browser.text("#payload").await;
     assert!(
         payload.contains("\"title\": \"<script>document.title='pwned'</script>\""),

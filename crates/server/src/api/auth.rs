@@ -24,9 +24,12 @@ async fn authorize(
     needed: Scope,
     tenant_calls: bool,
 ) -> Result<ApiToken, ApiError> {
-    let presented = parts
-        .headers
-        .get(AUTHORIZATION)
+    // Exactly one Authorization header: with two, which one a proxy or
+    // this server reads first is nobody's promise.
+    let mut headers = parts.headers.get_all(AUTHORIZATION).iter();
+    let presented = headers
+        .next()
+        .filter(|_| headers.next().is_none())
         .and_then(|value| value.to_str().ok())
         .and_then(|value| {
             let (scheme, token) = value.split_once(' ')?;

@@ -59,7 +59,7 @@ pub(crate) struct DeadLetterGroups {
     get,
     path = "/dead-letter",
     tag = "dead letters",
-    responses((status = 200, description = "OK", body = DeadLetterGroups), (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope)),
+    responses((status = 200, description = "OK", body = DeadLetterGroups), (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "A token bound to a tenant (FORBIDDEN)", body = ErrorEnvelope)),
     security(("bearer" = ["read"]))
 )]
 pub(crate) async fn dead_letter_groups(

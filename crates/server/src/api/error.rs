@@ -29,8 +29,12 @@ pub(crate) enum ApiError {
     MethodNotAllowed,
     /// 409: the resource is in a state the call does not apply to.
     Conflict { code: &'static str, message: String },
-    /// 413: the body or the payload is over its limit.
-    PayloadTooLarge { message: String },
+    /// 413: the body or the payload is over its limit (`field` names the
+    /// payload; absent for the whole body).
+    PayloadTooLarge {
+        message: String,
+        field: Option<String>,
+    },
     /// 415: the body is not JSON.
     UnsupportedMediaType,
     /// 429: an enqueue limit refused the call (`QUEUE_FULL`,
@@ -90,6 +94,17 @@ impl ApiError {
         }
     }
 
+    /// An invalid query parameter (unknown, of the wrong type or out of
+    /// range), named as the API spells it.
+    pub(crate) fn invalid_query(field: impl Into<String>, reason: impl std::fmt::Display) -> Self {
+        let field = field.into();
+        ApiError::BadRequest {
+            code: "INVALID_QUERY",
+            message: format!("{field}: {reason}"),
+            field: Some(field),
+        }
+    }
+
     pub(crate) fn job_not_found(job_id: uuid::Uuid) -> Self {
         ApiError::NotFound {
             code: "JOB_NOT_FOUND",
@@ -134,7 +149,7 @@ impl ApiError {
                 "This route does not take that method.".into(),
                 None,
             ),
-            ApiError::PayloadTooLarge { message } => ("PAYLOAD_TOO_LARGE", message, None),
+            ApiError::PayloadTooLarge { message, field } => ("PAYLOAD_TOO_LARGE", message, field),
             ApiError::UnsupportedMediaType => (
                 "UNSUPPORTED_MEDIA_TYPE",
                 "The body must be JSON: Content-Type: application/json.".into(),
@@ -209,6 +224,7 @@ impl From<jobwire_core::Error> for ApiError {
                 message: format!(
                     "payload is {size} bytes, over the limit of {limit} bytes (store ids, not objects)"
                 ),
+                field: Some("payload".into()),
             },
             Core::NotFound(job_id) => ApiError::job_not_found(job_id),
             Core::AlreadyFinished { job_id, state } => ApiError::Conflict {

@@ -41,7 +41,11 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
             .map_err(|rejection| {
                 if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                     ApiError::PayloadTooLarge {
-                        message: "The request body is over the server's limit.".into(),
+                        message: format!(
+                            "The request body is over the server's limit of {} bytes.",
+                            super::BODY_LIMIT_BYTES
+                        ),
+                        field: None,
                     }
                 } else {
                     ApiError::bad_request("UNREADABLE_BODY", rejection.body_text())
@@ -122,20 +126,20 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T>
                 let path = err.path().to_string();
                 let message = err.into_inner().to_string();
                 // An unknown or missing parameter is named in the message.
-                let field = if path == "." {
+                match if path == "." {
                     field_named_in(&message)
                 } else {
                     Some(path)
-                };
-                ApiError::BadRequest {
-                    code: "INVALID_QUERY",
-                    message: match &field {
-                        Some(field) if !message.contains(&format!("`{field}`")) => {
-                            format!("{field}: {message}")
+                } {
+                    Some(field) if message.contains(&format!("`{field}`")) => {
+                        ApiError::BadRequest {
+                            code: "INVALID_QUERY",
+                            message,
+                            field: Some(field),
                         }
-                        _ => message,
-                    },
-                    field,
+                    }
+                    Some(field) => ApiError::invalid_query(field, message),
+                    None => ApiError::bad_request("INVALID_QUERY", message),
                 }
             })
     }

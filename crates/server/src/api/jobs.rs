@@ -7,7 +7,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use jobwire_core::{
-    EnqueuedJob, Enqueuer, JobFilter, JobState, JobStatus, NewJob, RequestCancelOutcome,
+    ApiToken, EnqueuedJob, Enqueuer, JobFilter, JobState, JobStatus, NewJob, RequestCancelOutcome,
     TraceContext,
 };
 use serde::{Deserialize, Serialize};
@@ -28,8 +28,9 @@ pub(crate) struct EnqueueRequest {
     #[serde(rename = "type")]
     #[schema(example = "generate_invoice_pdf")]
     job_type: String,
-    /// The handler's input: small, ids rather than objects. Default `{}`.
-    #[serde(default = "empty_object")]
+    /// The handler's input: small, ids rather than objects. Default (absent
+    /// or `null`) `{}`.
+    #[serde(default = "empty_object", deserialize_with = "null_as_empty_object")]
     #[schema(value_type = Object, example = json!({"invoiceId": "inv_7731"}))]
     payload: Value,
     /// Earliest time to run, RFC 3339 with an offset (`Z` or `+05:30`).
@@ -57,6 +58,19 @@ pub(crate) struct EnqueueRequest {
 
 fn empty_object() -> Value {
     Value::Object(Default::default())
+}
+
+/// An explicit `"payload": null` is how many clients write "no payload":
+/// it means the default, not a JSON null for the handler to trip on.
+fn null_as_empty_object<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Value, D::Error> {
+    let payload = Value::deserialize(deserializer)?;
+    Ok(if payload.is_null() {
+        empty_object()
+    } else {
+        payload
+    })
 }
 
 /// One job, as the API shows it.
@@ -138,6 +152,17 @@ impl From<JobStatus> for JobView {
 }
 
 impl JobView {
+    /// The job as `token` sees it: a token bound to a tenant gets back the
+    /// idempotency key it sent, not the tenant-scoped form it is stored in.
+    fn seen_by(mut self, token: &ApiToken) -> Self {
+        if let (Some(bound), Some(key)) = (&token.tenant, &self.idempotency_key)
+            && let Some(sent) = key.strip_prefix(&tenant_scoped_key(bound, ""))
+        {
+            self.idempotency_key = Some(sent.to_owned());
+        }
+        self
+    }
+
     /// A job the enqueue just wrote, without reading it back: what the
     /// caller sent, what the enqueue returned, and the insert's defaults
     /// (no attempt, no lease, no error). A test checks that it reads the
@@ -330,7 +355,7 @@ pub(crate) async fn enqueue_job(
             });
         }
         let body = Json(EnqueueResponse {
-            job: JobView::from(status),
+            job: JobView::from(status).seen_by(&token),
             duplicate: true,
         });
         return Ok((StatusCode::OK, body).into_response());
@@ -340,7 +365,7 @@ pub(crate) async fn enqueue_job(
         headers.insert(header::LOCATION, location);
     }
     let body = Json(EnqueueResponse {
-        job: JobView::written(job, &enqueued),
+        job: JobView::written(job, &enqueued).seen_by(&token),
         duplicate: false,
     });
     Ok((StatusCode::CREATED, headers, body).into_response())
@@ -376,7 +401,7 @@ pub(crate) async fn get_job(
     if !sees_tenant(&token, job.tenant.as_deref()) {
         return Err(ApiError::job_not_found(job_id));
     }
-    Ok(Json(job.into()))
+    Ok(Json(JobView::from(job).seen_by(&token)))
 }
 
 /// Filters and the page of a job listing.
@@ -434,7 +459,7 @@ const MAX_PAGE: i64 = 500;
     responses(
         (status = 200, description = "OK", body = JobPage),
         (status = 400, description = "A bad filter or limit", body = ErrorEnvelope),
-        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "A token bound to a tenant (FORBIDDEN)", body = ErrorEnvelope),
     ),
     security(("bearer" = ["read"]))
 )]
@@ -445,7 +470,7 @@ pub(crate) async fn list_jobs(
 ) -> Result<Json<JobPage>, ApiError> {
     let limit = query.limit.unwrap_or(DEFAULT_PAGE);
     if !(1..=MAX_PAGE).contains(&limit) {
-        return Err(ApiError::invalid_field(
+        return Err(ApiError::invalid_query(
             "limit",
             format!("must be 1 to {MAX_PAGE}, got {limit}"),
         ));
@@ -455,11 +480,11 @@ pub(crate) async fn list_jobs(
         .as_deref()
         .map(str::parse::<JobState>)
         .transpose()
-        .map_err(|err| ApiError::invalid_field("state", err))?;
+        .map_err(|err| ApiError::invalid_query("state", err))?;
     if let Some(prefix) = &query.id_prefix
         && jobwire_core::store::id_prefix_range(prefix).is_none()
     {
-        return Err(ApiError::invalid_field(
+        return Err(ApiError::invalid_query(
             "idPrefix",
             "hex digits of a job id (dashes allowed), at most 32",
         ));

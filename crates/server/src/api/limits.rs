@@ -130,7 +130,7 @@ async fn limits_of(state: &ApiState, queue: &str) -> Result<Json<QueueLimitsView
     responses(
         (status = 200, description = "OK", body = QueueLimitsView),
         (status = 400, description = "Bad queue name", body = ErrorEnvelope),
-        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "A token bound to a tenant (FORBIDDEN)", body = ErrorEnvelope),
     ),
     security(("bearer" = ["read"]))
 )]

@@ -22,6 +22,7 @@ const EXPOSITION: &str = "text/plain; version=0.0.4; charset=utf-8";
     responses(
         (status = 200, description = "Prometheus text exposition (docs/operations.md lists every metric)", content_type = "text/plain", body = String),
         (status = 401, description = "UNAUTHENTICATED", body = ErrorEnvelope),
+        (status = 403, description = "A token bound to a tenant (FORBIDDEN)", body = ErrorEnvelope),
         (status = 404, description = "METRICS_DISABLED: the application installed a metrics recorder of its own", body = ErrorEnvelope),
     ),
     security(("bearer" = ["read"]))

@@ -43,7 +43,7 @@ pub(crate) struct ApiState {
 /// the other fields. Payloads between the configured limit
 /// (`job_settings.max_payload_bytes`) and this are refused by the database
 /// with the same 413.
-const BODY_LIMIT_BYTES: usize = jobwire_core::PAYLOAD_CEILING_BYTES + 64 * 1024;
+pub(crate) const BODY_LIMIT_BYTES: usize = jobwire_core::PAYLOAD_CEILING_BYTES + 64 * 1024;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -139,7 +139,11 @@ pub fn openapi() -> OpenApiDocument {
     get,
     path = "/openapi.json",
     tag = "meta",
-    responses((status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json")),
+    responses(
+        (status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json"),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = error::ErrorEnvelope),
+        (status = 403, description = "A token bound to a tenant (FORBIDDEN)", body = error::ErrorEnvelope),
+    ),
     security(("bearer" = ["read"]))
 )]
 async fn openapi_json(_reader: auth::Reader) -> Json<OpenApiDocument> {

@@ -75,7 +75,7 @@ pub(crate) struct Queues {
     get,
     path = "/queues",
     tag = "queues",
-    responses((status = 200, description = "OK", body = Queues), (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope)),
+    responses((status = 200, description = "OK", body = Queues), (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "A token bound to a tenant (FORBIDDEN)", body = ErrorEnvelope)),
     security(("bearer" = ["read"]))
 )]
 pub(crate) async fn list_queues(
@@ -116,6 +116,7 @@ async fn set_paused(
     params(("name" = String, Path, description = "The queue")),
     responses(
         (status = 200, description = "OK", body = QueuePaused),
+        (status = 400, description = "INVALID_QUEUE: the name is blank or over 255 bytes", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
     ),
     security(("bearer" = ["admin"]))
@@ -136,6 +137,7 @@ pub(crate) async fn pause_queue(
     params(("name" = String, Path, description = "The queue")),
     responses(
         (status = 200, description = "OK", body = QueuePaused),
+        (status = 400, description = "INVALID_QUEUE: the name is blank or over 255 bytes", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
     ),
     security(("bearer" = ["admin"]))

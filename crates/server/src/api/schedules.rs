@@ -180,7 +180,7 @@ pub(crate) async fn put_schedule(
     tag = "schedules",
     responses(
         (status = 200, description = "OK", body = Schedules),
-        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "A token bound to a tenant (FORBIDDEN)", body = ErrorEnvelope),
     ),
     security(("bearer" = ["read"]))
 )]
@@ -204,7 +204,7 @@ pub(crate) async fn list_schedules(
     params(("name" = String, Path, description = "The schedule's name")),
     responses(
         (status = 200, description = "OK", body = ScheduleView),
-        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "A token bound to a tenant (FORBIDDEN)", body = ErrorEnvelope),
         (status = 404, description = "SCHEDULE_NOT_FOUND", body = ErrorEnvelope),
     ),
     security(("bearer" = ["read"]))

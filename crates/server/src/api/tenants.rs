@@ -97,7 +97,7 @@ pub(crate) async fn caps_of(
     responses(
         (status = 200, description = "OK", body = TenantCapsView),
         (status = 400, description = "Bad queue name", body = ErrorEnvelope),
-        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "A token bound to a tenant (FORBIDDEN)", body = ErrorEnvelope),
     ),
     security(("bearer" = ["read"]))
 )]

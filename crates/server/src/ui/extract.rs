@@ -24,6 +24,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for UiForm<T> {
             .map_err(|rejection| match rejection.status() {
                 StatusCode::PAYLOAD_TOO_LARGE => UiError::Api(ApiError::PayloadTooLarge {
                     message: "The form is over the size limit.".into(),
+                    field: None,
                 }),
                 _ => UiError::bad_request("INVALID_FORM", rejection.body_text()),
             })

@@ -231,6 +231,9 @@ pub(crate) async fn show(
                 dt { "Id" } dd.mono { (job.job_id) }
                 dt { "Type" } dd { (job.job_type) }
                 dt { "Queue" } dd { a href=(list_href(&[("queue", &job.queue)])) { (job.queue) } }
+                dt { "Tenant" } dd #job-tenant {
+                    @if let Some(tenant) = &job.tenant { (tenant) } @else { span.muted { "—" } }
+                }
                 dt { "State" } dd #job-state { (job.state.as_str()) }
                 dt { "Priority" } dd { (job.priority) }
                 dt { "Attempts" } dd { (job.attempt_count) " of " (job.max_attempts) }

@@ -27,8 +27,8 @@ fn local_time(schedule: &Schedule, at: DateTime<Utc>) -> Markup {
     html! {
         @match zone {
             Some(zone) if zone != chrono_tz::UTC => {
-                time datetime=(at.to_rfc3339()) { (at.with_timezone(&zone).format("%Y-%m-%d %H:%M %Z")) }
-                br; span.muted { (at.format("%H:%M UTC")) }
+                time datetime=(at.to_rfc3339()) { (at.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S %Z")) }
+                br; span.muted { (at.format("%H:%M:%S UTC")) }
             }
             _ => { (time(at)) }
         }
