@@ -58,6 +58,7 @@ enum Command {
     /// Show one job.
     Status {
         /// Job id.
+        #[arg(value_parser = cmd::job_id_arg::job_id)]
         job_id: Uuid,
         /// Print JSON instead of text.
         #[arg(long)]
@@ -66,6 +67,7 @@ enum Command {
     /// Cancel a job (queued: at once; running: at its next heartbeat).
     Cancel {
         /// Job id.
+        #[arg(value_parser = cmd::job_id_arg::job_id)]
         job_id: Uuid,
         /// Who is cancelling (recorded in job_audit).
         #[arg(long, env = "USER", default_value = "operator")]

@@ -199,6 +199,8 @@ async fn the_cli_enqueues_reports_and_cancels() {
             "60000",
             "--dedup-key",
             "u7",
+            "--tenant",
+            "acme",
             "--json",
         ],
     );
@@ -217,9 +219,21 @@ async fn the_cli_enqueues_reports_and_cancels() {
     assert_eq!(status["payload"]["user"], 7);
     let human = stdout(&jobwire(&db.url, &["status", &job_id]));
     assert!(
-        human.contains("state      QUEUED") && human.contains("next run"),
+        human.contains("state      QUEUED")
+            && human.contains("next run")
+            && human.contains("tenant     acme"),
         "{human}"
     );
+    // `null` is no payload: the default `{}`.
+    let null_payload = jobwire(&db.url, &["enqueue", "noop", "--payload", "null", "--json"]);
+    assert!(null_payload.status.success(), "{}", stderr(&null_payload));
+    let null_payload: serde_json::Value = serde_json::from_slice(&null_payload.stdout).unwrap();
+    let stored = jobwire(
+        &db.url,
+        &["status", null_payload["job_id"].as_str().unwrap(), "--json"],
+    );
+    let stored: serde_json::Value = serde_json::from_slice(&stored.stdout).unwrap();
+    assert_eq!(stored["payload"], serde_json::json!({}));
 
     let cancel = jobwire(&db.url, &["cancel", &job_id]);
     assert!(stdout(&cancel).contains("cancelled"), "{}", stdout(&cancel));
@@ -237,7 +251,7 @@ async fn the_cli_enqueues_reports_and_cancels() {
 async fn bad_command_line_input_gets_a_clear_error_and_writes_nothing() {
     let db = FreshDatabase::create().await;
     assert!(jobwire(&db.url, &["migrate"]).status.success());
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 13] = [
         (
             &["serve", "--metrics-interval-ms", "20000"],
             "20000 is not in 1..=10000",
@@ -268,6 +282,39 @@ async fn bad_command_line_input_gets_a_clear_error_and_writes_nothing() {
             &["status", "01a226f7-0000-7000-8000-000000000000"],
             "not found",
         ),
+        (&["status", "nope"], "\"nope\" is not a job id: a UUID"),
+        (
+            &[
+                "schedule",
+                "put",
+                "nightly",
+                "--cron",
+                "0 2 * * *",
+                "--type",
+                "report",
+                "--jitter-seconds",
+                "-1",
+            ],
+            "-1 is not in 0..=86400",
+        ),
+        (
+            &[
+                "schedule",
+                "put",
+                "nightly",
+                "--cron",
+                "0 2 * * *",
+                "--type",
+                "report",
+                "--max-catch-up",
+                "0",
+            ],
+            "0 is not in 1..=10000",
+        ),
+        (
+            &["enqueue", "noop", "--tenant", "acme", "--queue", " "],
+            "queue",
+        ),
     ];
     for (args, message) in cases {
         let output = jobwire(&db.url, args);
@@ -284,6 +331,11 @@ async fn bad_command_line_input_gets_a_clear_error_and_writes_nothing() {
         .await
         .unwrap();
     assert_eq!(jobs, 0);
+    let schedules: i64 = sqlx::query_scalar("SELECT count(*) FROM job_schedules")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(schedules, 0);
     pool.close().await;
 
     let unreachable = jobwire("postgres://postgres@127.0.0.1:1/none", &["migrate"]);
@@ -299,6 +351,9 @@ async fn bad_command_line_input_gets_a_clear_error_and_writes_nothing() {
     assert!(!no_database.status.success());
     let said = stderr(&no_database);
     assert!(said.contains("does not exist"), "{said}");
+    // Said once, without the server's source line.
+    assert_eq!(said.matches("does not exist").count(), 1, "{said}");
+    assert!(!said.contains("at line"), "{said}");
     db.drop_database().await;
 }
 
@@ -435,9 +490,20 @@ async fn tenant_caps_from_the_command_line() {
     let removed = jobwire(&db.url, &["tenant", "set", "imports", "--remove"]);
     assert!(removed.status.success(), "{}", stderr(&removed));
     assert!(
-        stdout(&removed).contains("no cap of its own"),
+        stdout(&removed).contains("no default cap on running jobs for its tenants now"),
         "{}",
         stdout(&removed)
+    );
+    // An override removed falls back to the default.
+    let fallback = jobwire(
+        &db.url,
+        &["tenant", "set", "imports", "--tenant", "bigco", "--remove"],
+    );
+    assert!(fallback.status.success(), "{}", stderr(&fallback));
+    assert!(
+        stdout(&fallback).contains("tenant \"bigco\" has no cap on running jobs of its own now"),
+        "{}",
+        stdout(&fallback)
     );
     db.drop_database().await;
 }

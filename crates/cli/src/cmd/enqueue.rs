@@ -25,8 +25,12 @@ pub(crate) struct JobFields {
 impl JobFields {
     /// A job of `job_type` with these fields; the payload must be JSON.
     pub(crate) fn into_job(self, job_type: String) -> Result<NewJob> {
-        let payload: serde_json::Value = serde_json::from_str(&self.payload)
+        let mut payload: serde_json::Value = serde_json::from_str(&self.payload)
             .with_context(|| format!("--payload is not valid JSON: {}", self.payload))?;
+        // `null` is "no payload", as over HTTP: the default `{}`.
+        if payload.is_null() {
+            payload = serde_json::json!({});
+        }
         Ok(NewJob::new(job_type, payload)
             .with_queue(self.queue)
             .with_priority(self.priority)

@@ -7,6 +7,7 @@ pub(crate) mod bench_schedules;
 pub(crate) mod cancel;
 pub(crate) mod dead_letters;
 pub(crate) mod enqueue;
+pub(crate) mod job_id_arg;
 pub(crate) mod migrate;
 pub(crate) mod outbox;
 pub(crate) mod queue;

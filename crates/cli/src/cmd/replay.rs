@@ -13,7 +13,8 @@ pub(crate) const REPLAY_BATCH: i64 = 1000;
 #[derive(clap::Args)]
 pub(crate) struct ReplayArgs {
     /// Replay this one job.
-    #[arg(conflicts_with_all = ["job_type", "error_code", "since", "until", "limit"])]
+    #[arg(conflicts_with_all = ["job_type", "error_code", "since", "until", "limit"],
+          value_parser = super::job_id_arg::job_id)]
     job_id: Option<Uuid>,
     /// Replay FAILED jobs of this type.
     #[arg(long)]

@@ -56,14 +56,16 @@ pub(crate) struct PutArgs {
     #[command(flatten)]
     job: JobFields,
     /// Spread each occurrence's start over this many seconds (at most 86400).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u32).range(0..=i64::from(jobwire_core::store::MAX_JITTER_SECONDS)))]
     jitter_seconds: u32,
     /// Occurrences missed while no scheduler ran: skip them, run the latest
     /// once, or run all (at most --max-catch-up).
     #[arg(long, default_value = "latest", value_parser = ["skip", "latest", "all"])]
     missed: String,
-    /// Most missed occurrences `--missed all` enqueues at once.
-    #[arg(long, default_value_t = 100)]
+    /// Most missed occurrences `--missed all` enqueues at once (1 to 10000).
+    #[arg(long, default_value_t = 100, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
     max_catch_up: u32,
 }
 

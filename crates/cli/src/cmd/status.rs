@@ -24,6 +24,9 @@ fn print_status(status: &JobStatus) {
         "type       {} (queue {}, priority {})",
         status.job_type, status.queue, status.priority
     );
+    if let Some(tenant) = &status.tenant {
+        println!("tenant     {tenant}");
+    }
     println!(
         "state      {}{}",
         status.state,

@@ -143,25 +143,31 @@ pub(crate) async fn tenant(pool: &PgPool, command: TenantCommand) -> Result<()> 
                 Some(tenant) => format!("tenant {tenant:?}"),
                 None => "every tenant".to_owned(),
             };
-            // Say what this command changed, one line per limit.
+            // Say what this command changed, one line per limit. A removed
+            // override falls back to the default; a removed default leaves
+            // the tenants without overrides unlimited.
+            let removed = |what: &str| match &tenant {
+                Some(tenant) => format!(
+                    "queue {queue:?}: tenant {tenant:?} has no {what} of its own now (the queue's default applies)"
+                ),
+                None => format!("queue {queue:?}: no default {what} for its tenants now"),
+            };
             if remove || max_running.is_some() {
                 match limits.max_running {
                     Some(n) => println!("queue {queue:?}: {whom} runs at most {n} job(s) at once"),
-                    None => println!("queue {queue:?}: {whom} has no cap of its own now"),
+                    None => println!("{}", removed("cap on running jobs")),
                 }
             }
             if remove || max_queued.is_some() {
                 match limits.max_queued {
                     Some(n) => println!("queue {queue:?}: {whom} has at most {n} job(s) waiting"),
-                    None => println!(
-                        "queue {queue:?}: {whom} has no cap on waiting jobs of its own now"
-                    ),
+                    None => println!("{}", removed("cap on waiting jobs")),
                 }
             }
             if remove || enqueue_rate.is_some() {
                 match limits.enqueue_rate {
                     Some(rate) => println!("queue {queue:?}: {whom} enqueues at most {rate}"),
-                    None => println!("queue {queue:?}: {whom} has no enqueue rate of its own now"),
+                    None => println!("{}", removed("enqueue rate")),
                 }
             }
         }
@@ -170,10 +176,6 @@ pub(crate) async fn tenant(pool: &PgPool, command: TenantCommand) -> Result<()> 
             if json {
                 println!("{}", serde_json::to_string_pretty(&caps)?);
                 return Ok(());
-            }
-            match caps.default_max_running {
-                Some(n) => println!("queue {queue:?}: every tenant at most {n} running"),
-                None => println!("queue {queue:?}: no default cap"),
             }
             println!(
                 "queue {queue:?} defaults for every tenant: {}",
