@@ -28,6 +28,11 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// Assert that a command's output says `needle`, showing the output if not.
+fn assert_says(output: &str, needle: &str) {
+    assert!(output.contains(needle), "expected {needle:?} in:\n{output}");
+}
+
 #[tokio::test]
 async fn the_demo_runs_to_completion_on_every_path() {
     for path in ["postgres", "rabbitmq", "sqs", "kafka"] {
@@ -239,11 +244,7 @@ async fn the_cli_enqueues_reports_and_cancels() {
     assert!(stdout(&cancel).contains("cancelled"), "{}", stdout(&cancel));
     let cancel_again = jobwire(&db.url, &["cancel", &job_id]);
     assert!(!cancel_again.status.success());
-    assert!(
-        stderr(&cancel_again).contains("already finished as CANCELLED"),
-        "{}",
-        stderr(&cancel_again)
-    );
+    assert_says(&stderr(&cancel_again), "already finished as CANCELLED");
     db.drop_database().await;
 }
 
@@ -403,11 +404,7 @@ async fn tenant_caps_from_the_command_line() {
     assert!(jobwire(&db.url, &["migrate"]).status.success());
     let set = jobwire(&db.url, &["tenant", "set", "imports", "--max-running", "3"]);
     assert!(set.status.success(), "{}", stderr(&set));
-    assert!(
-        stdout(&set).contains("every tenant runs at most 3"),
-        "{}",
-        stdout(&set)
-    );
+    assert_says(&stdout(&set), "every tenant runs at most 3");
     let set = jobwire(
         &db.url,
         &[
@@ -489,10 +486,9 @@ async fn tenant_caps_from_the_command_line() {
 
     let removed = jobwire(&db.url, &["tenant", "set", "imports", "--remove"]);
     assert!(removed.status.success(), "{}", stderr(&removed));
-    assert!(
-        stdout(&removed).contains("no default cap on running jobs for its tenants now"),
-        "{}",
-        stdout(&removed)
+    assert_says(
+        &stdout(&removed),
+        "no default cap on running jobs for its tenants now",
     );
     // An override removed falls back to the default.
     let fallback = jobwire(
@@ -500,10 +496,9 @@ async fn tenant_caps_from_the_command_line() {
         &["tenant", "set", "imports", "--tenant", "bigco", "--remove"],
     );
     assert!(fallback.status.success(), "{}", stderr(&fallback));
-    assert!(
-        stdout(&fallback).contains("tenant \"bigco\" has no cap on running jobs of its own now"),
-        "{}",
-        stdout(&fallback)
+    assert_says(
+        &stdout(&fallback),
+        "tenant \"bigco\" has no cap on running jobs of its own now",
     );
     db.drop_database().await;
 }
@@ -514,11 +509,7 @@ async fn enqueue_limits_from_the_command_line() {
     assert!(jobwire(&db.url, &["migrate"]).status.success());
     let set = jobwire(&db.url, &["queue", "limit", "imports", "--max-queued", "2"]);
     assert!(set.status.success(), "{}", stderr(&set));
-    assert!(
-        stdout(&set).contains("at most 2 job(s) waiting"),
-        "{}",
-        stdout(&set)
-    );
+    assert_says(&stdout(&set), "at most 2 job(s) waiting");
     let set = jobwire(
         &db.url,
         &[
@@ -560,11 +551,7 @@ async fn enqueue_limits_from_the_command_line() {
     assert!(enqueue("other").status.success());
     let limited = enqueue("other");
     assert!(!limited.status.success());
-    assert!(
-        stderr(&limited).contains("enqueue rate of 1 job(s) per 3600 s"),
-        "{}",
-        stderr(&limited)
-    );
+    assert_says(&stderr(&limited), "enqueue rate of 1 job(s) per 3600 s");
 
     // Nothing was written by a refusal.
     let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
@@ -597,11 +584,7 @@ async fn enqueue_limits_from_the_command_line() {
         ],
     );
     assert!(shed.status.success(), "{}", stderr(&shed));
-    assert!(
-        stdout(&shed).contains("priority -1 or more urgent"),
-        "{}",
-        stdout(&shed)
-    );
+    assert_says(&stdout(&shed), "priority -1 or more urgent");
     assert!(
         stdout(&shed).contains("at most 2"),
         "the cap stays: {}",
@@ -647,11 +630,7 @@ async fn enqueue_limits_from_the_command_line() {
         ],
     );
     assert!(token.status.success(), "{}", stderr(&token));
-    assert!(
-        stderr(&token).contains("bound to tenant \"acme\""),
-        "{}",
-        stderr(&token)
-    );
+    assert_says(&stderr(&token), "bound to tenant \"acme\"");
     let listed = stdout(&jobwire(&db.url, &["token", "list"]));
     assert!(listed.contains("tenant \"acme\""), "{listed}");
     pool.close().await;
@@ -719,16 +698,8 @@ async fn dead_letters_are_listed_and_replayed_from_the_command_line() {
         &["outbox", "replay", "--id", "41", "--id", "999999"],
     );
     assert!(!partly.status.success(), "an unknown id was accepted");
-    assert!(
-        stderr(&partly).contains("not an outbox dead letter: 999999"),
-        "{}",
-        stderr(&partly)
-    );
-    assert!(
-        stdout(&partly).contains("1 outbox row moved back"),
-        "{}",
-        stdout(&partly)
-    );
+    assert_says(&stderr(&partly), "not an outbox dead letter: 999999");
+    assert_says(&stdout(&partly), "1 outbox row moved back");
     let moved: i64 = sqlx::query_scalar("SELECT count(*) FROM job_outbox WHERE id = 41")
         .fetch_one(&pool)
         .await
@@ -776,11 +747,7 @@ async fn queues_are_listed_paused_and_resumed_from_the_command_line() {
     // A name never seen is paused all the same, with a note to check it.
     let typo = jobwire(&db.url, &["queue", "pause", "imprts"]);
     assert!(typo.status.success(), "{}", stderr(&typo));
-    assert!(
-        stderr(&typo).contains("note: no queue"),
-        "{}",
-        stderr(&typo)
-    );
+    assert_says(&stderr(&typo), "note: no queue");
     let blank = jobwire(&db.url, &["queue", "pause", " "]);
     assert!(!blank.status.success(), "a blank queue name was paused");
 
