@@ -238,6 +238,14 @@ async fn bad_input_gets_a_4xx_naming_the_problem_and_writes_nothing(pool: PgPool
             .at("GET", "/jobs?colour=red")
             .token(Token::Read)
             .field("colour"),
+        case("a parameter where the route takes none", 400, "INVALID_QUERY")
+            .at("GET", "/schedules?limit=1")
+            .token(Token::Read)
+            .field("limit"),
+        case("a parameter on the queue list", 400, "INVALID_QUERY")
+            .at("GET", "/queues?paused=true")
+            .token(Token::Read)
+            .field("paused"),
         // Dead-letter retry.
         case("retry without a group", 400, "FILTER_REQUIRED")
             .at("POST", "/dead-letter/retry")
@@ -338,4 +346,34 @@ async fn bad_input_gets_a_4xx_naming_the_problem_and_writes_nothing(pool: PgPool
     // A 401 says how to authenticate.
     let response = api.client.get(api.url("/queues")).send().await.unwrap();
     assert_eq!(response.headers()["www-authenticate"], "Bearer");
+}
+
+/// A number out of its field's range is refused in the API's words (the
+/// range), not in Rust's ("expected i16").
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn an_out_of_range_number_is_refused_with_its_range(pool: PgPool) {
+    let api = Api::start(pool).await;
+    for (body, range) in [
+        (
+            json!({"type": "a", "priority": 40000}),
+            "from -32768 to 32767",
+        ),
+        (
+            json!({"type": "a", "maxAttempts": 3_000_000_000u64}),
+            "from -2147483648 to 2147483647",
+        ),
+    ] {
+        let (status, answer) = parts(
+            api.post("/jobs", &api.write)
+                .json(&body)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!((status, error_code(&answer)), (400, "INVALID_FIELD"));
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains(range), "{body}: {message}");
+        assert!(!message.contains("expected i"), "{body}: {message}");
+    }
 }

@@ -62,7 +62,7 @@ pub(crate) enum TenantCommand {
         /// (queue full), and nothing is written (at least 1, or none).
         #[arg(long, value_name = "N|none", value_parser = count_limit, allow_negative_numbers = true)]
         max_queued: Option<LimitArg<u32>>,
-        /// How fast a tenant may enqueue, like 100/s, 600/min, 1000/h or
+        /// How fast a tenant may enqueue, like 100/s, 600/min, 1000/h, 20000/d or
         /// 50/10s: an enqueue past it is refused (rate limited), or none.
         #[arg(long, value_name = "RATE|none", value_parser = rate_limit)]
         enqueue_rate: Option<LimitArg<EnqueueRate>>,

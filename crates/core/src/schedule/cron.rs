@@ -63,8 +63,9 @@ impl CronSchedule {
             argument: "timezone",
             reason: format!(
                 "{timezone:?} is not a time zone name; use an IANA name such as \
-                 Asia/Kolkata or America/New_York, or UTC (`timedatectl \
-                 list-timezones` lists them)"
+                 Asia/Kolkata or America/New_York, or UTC (names from the tz \
+                 database, built into jobwire: the machine's own zone files \
+                 are not read)"
             ),
         })?;
         let schedule = CronSchedule {

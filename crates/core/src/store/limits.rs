@@ -34,6 +34,7 @@ impl std::fmt::Display for EnqueueRate {
             1 => write!(f, "{}/s", self.jobs),
             60 => write!(f, "{}/min", self.jobs),
             3600 => write!(f, "{}/h", self.jobs),
+            86_400 => write!(f, "{}/d", self.jobs),
             seconds => write!(f, "{}/{seconds}s", self.jobs),
         }
     }
@@ -42,24 +43,33 @@ impl std::fmt::Display for EnqueueRate {
 impl std::str::FromStr for EnqueueRate {
     type Err = String;
 
-    /// `100/s`, `600/min`, `1000/h`, or `50/10s`.
+    /// `100/s`, `600/min`, `1000/h`, `20000/d`, or a window with a count:
+    /// `50/10s`, `300/5min`, `900/6h`.
     fn from_str(text: &str) -> std::result::Result<Self, Self::Err> {
         let (jobs, window) = text.split_once('/').ok_or_else(|| {
-            format!("{text:?} is not a rate like 100/s, 600/min, 1000/h or 50/10s")
+            format!("{text:?} is not a rate like 100/s, 600/min, 1000/h, 20000/d or 50/10s")
         })?;
         let jobs: u32 = jobs
             .trim()
             .parse()
             .map_err(|_| format!("{jobs:?} is not a whole number of jobs"))?;
-        let per_seconds = match window.trim() {
-            "s" | "sec" => 1,
-            "min" | "m" => 60,
-            "h" => 3600,
-            other => other
-                .strip_suffix('s')
-                .and_then(|n| n.parse().ok())
-                .ok_or_else(|| format!("{other:?} is not a window like s, min, h or 10s"))?,
+        let window = window.trim();
+        let not_a_window = || format!("{window:?} is not a window like s, min, h, d or 10s");
+        let (count, unit) =
+            window.split_at(window.find(|c: char| !c.is_ascii_digit()).unwrap_or(0));
+        let count: u32 = match count {
+            "" => 1,
+            digits => digits.parse().map_err(|_| not_a_window())?,
         };
+        let unit_seconds: u32 = match unit {
+            "s" | "sec" => 1,
+            "m" | "min" => 60,
+            "h" => 3600,
+            "d" => 86_400,
+            _ => return Err(not_a_window()),
+        };
+        // An overflow is a window far past a day: refused by the check below.
+        let per_seconds = count.saturating_mul(unit_seconds);
         let rate = EnqueueRate { jobs, per_seconds };
         rate.check().map_err(|error| error.to_string())?;
         Ok(rate)
@@ -298,13 +308,30 @@ mod tests {
             ("600/min", 600, 60, "600/min"),
             ("1000/h", 1000, 3600, "1000/h"),
             ("50/10s", 50, 10, "50/10s"),
+            ("20000/d", 20000, 86_400, "20000/d"),
+            ("300/5min", 300, 300, "300/300s"),
+            ("900/6h", 900, 21_600, "900/21600s"),
         ] {
             let rate: EnqueueRate = text.parse().unwrap();
             assert_eq!(rate, EnqueueRate { jobs, per_seconds });
             assert_eq!(rate.to_string(), shown);
         }
-        for bad in ["", "100", "0/s", "x/s", "10/week", "10/0s", "10/90000s"] {
+        for bad in [
+            "",
+            "100",
+            "0/s",
+            "x/s",
+            "10/week",
+            "10/0s",
+            "10/90000s",
+            "10/2d",
+            "10/s5",
+            "10/",
+        ] {
             assert!(bad.parse::<EnqueueRate>().is_err(), "{bad:?} parsed");
         }
+        // Past a day says so, rather than "not a window".
+        let too_long = "5/2d".parse::<EnqueueRate>().unwrap_err();
+        assert!(too_long.contains("1 to 86400 seconds"), "{too_long}");
     }
 }

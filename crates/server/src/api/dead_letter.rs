@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 use super::ApiState;
 use super::auth::{Admin, Reader};
 use super::error::{ApiError, ErrorEnvelope};
-use super::extract::JsonBody;
+use super::extract::{JsonBody, NoQuery, QueryParams};
 use super::jobs::parse_time;
 
 /// Rows per statement of a retry: each batch commits on its own, so a retry
@@ -65,6 +65,7 @@ pub(crate) struct DeadLetterGroups {
 pub(crate) async fn dead_letter_groups(
     Reader(_token): Reader,
     State(state): State<ApiState>,
+    _: QueryParams<NoQuery>,
 ) -> Result<Json<DeadLetterGroups>, ApiError> {
     let groups = jobwire_core::dead_letter_groups(&state.pool).await?;
     Ok(Json(DeadLetterGroups {

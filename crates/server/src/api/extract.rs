@@ -75,7 +75,10 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
                     } else {
                         path
                     };
-                    ApiError::invalid_field(field, strip_position(&inner.to_string()))
+                    ApiError::invalid_field(
+                        field,
+                        in_plain_words(strip_position(&inner.to_string())),
+                    )
                 }
                 _ => malformed(&inner),
             }
@@ -98,6 +101,38 @@ fn field_named_in(message: &str) -> Option<String> {
     let start = message.find('`')? + 1;
     let end = start + message[start..].find('`')?;
     Some(message[start..end].to_owned())
+}
+
+/// serde names the Rust type it wanted ("expected i16"): say the range.
+fn in_plain_words(message: &str) -> String {
+    const RANGES: [(&str, &str); 6] = [
+        (
+            "expected i16",
+            "expected a whole number from -32768 to 32767",
+        ),
+        ("expected u16", "expected a whole number from 0 to 65535"),
+        (
+            "expected i32",
+            "expected a whole number from -2147483648 to 2147483647",
+        ),
+        (
+            "expected u32",
+            "expected a whole number from 0 to 4294967295",
+        ),
+        (
+            "expected i64",
+            "expected a whole number from -9223372036854775808 to 9223372036854775807",
+        ),
+        (
+            "expected u64",
+            "expected a whole number from 0 to 18446744073709551615",
+        ),
+    ];
+    RANGES
+        .iter()
+        .find(|(rust, _)| message.ends_with(rust))
+        .map(|(rust, plain)| format!("{}{plain}", &message[..message.len() - rust.len()]))
+        .unwrap_or_else(|| message.to_owned())
 }
 
 /// serde_json ends data errors with " at line 1 column 20": noise in an API error.
@@ -144,6 +179,13 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T>
             })
     }
 }
+
+/// The query of a route that takes none: any parameter is refused as
+/// `INVALID_QUERY` naming it, as an unknown body field is, rather than
+/// ignored (`GET /schedules?limit=1` must not look like it limited).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NoQuery {}
 
 /// The `{jobId}` of a path: 400 `INVALID_JOB_ID` unless it is a UUID.
 pub(crate) struct JobIdPath(pub Uuid);

@@ -18,7 +18,7 @@ use uuid::Uuid;
 use super::ApiState;
 use super::auth::{Reader, TenantReader, TenantWriter, Writer, sees_tenant};
 use super::error::{ApiError, ErrorEnvelope};
-use super::extract::{JobIdPath, JsonBody, QueryParams};
+use super::extract::{JobIdPath, JsonBody, NoQuery, QueryParams};
 
 /// A job to enqueue. Only `type` is required.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -395,6 +395,7 @@ pub(crate) async fn get_job(
     TenantReader(token): TenantReader,
     State(state): State<ApiState>,
     JobIdPath(job_id): JobIdPath,
+    _: QueryParams<NoQuery>,
 ) -> Result<Json<JobView>, ApiError> {
     let job = jobwire_core::job_status(&state.pool, job_id).await?;
     // Another tenant's job is, to a tenant's token, no job at all.

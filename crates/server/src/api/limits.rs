@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 use super::ApiState;
 use super::auth::{Admin, Reader};
 use super::error::{ApiError, ErrorEnvelope};
-use super::extract::{JsonBody, QueuePath};
+use super::extract::{JsonBody, NoQuery, QueryParams, QueuePath};
 use super::tenants::{TenantCapsView, caps_of};
 
 /// An enqueue rate: at most `jobs` per `perSeconds`, over a sliding window.
@@ -138,6 +138,7 @@ pub(crate) async fn get_queue_limits(
     Reader(_token): Reader,
     State(state): State<ApiState>,
     QueuePath(queue): QueuePath,
+    _: QueryParams<NoQuery>,
 ) -> Result<Json<QueueLimitsView>, ApiError> {
     limits_of(&state, &queue).await
 }

@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 use super::ApiState;
 use super::auth::{Admin, Reader};
 use super::error::{ApiError, ErrorEnvelope};
-use super::extract::QueuePath;
+use super::extract::{NoQuery, QueryParams, QueuePath};
 
 /// Jobs of a queue by state (hot table: finished jobs leave it with retention).
 #[derive(Debug, Serialize, ToSchema)]
@@ -81,6 +81,7 @@ pub(crate) struct Queues {
 pub(crate) async fn list_queues(
     Reader(_token): Reader,
     State(state): State<ApiState>,
+    _: QueryParams<NoQuery>,
 ) -> Result<Json<Queues>, ApiError> {
     let queues = jobwire_core::queue_overview(&state.pool).await?;
     Ok(Json(Queues {

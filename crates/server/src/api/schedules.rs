@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 use super::ApiState;
 use super::auth::{Admin, Reader};
 use super::error::{ApiError, ErrorEnvelope};
-use super::extract::{JsonBody, SchedulePath};
+use super::extract::{JsonBody, NoQuery, QueryParams, SchedulePath};
 use super::jobs::new_job;
 
 /// A schedule to create or replace. `cron`, `timezone` and `type` are required.
@@ -187,6 +187,7 @@ pub(crate) async fn put_schedule(
 pub(crate) async fn list_schedules(
     Reader(_token): Reader,
     State(state): State<ApiState>,
+    _: QueryParams<NoQuery>,
 ) -> Result<Json<Schedules>, ApiError> {
     let schedules = jobwire_core::list_schedules(&state.pool)
         .await?
@@ -213,6 +214,7 @@ pub(crate) async fn get_schedule(
     Reader(_token): Reader,
     State(state): State<ApiState>,
     SchedulePath(name): SchedulePath,
+    _: QueryParams<NoQuery>,
 ) -> Result<Json<ScheduleView>, ApiError> {
     Ok(Json(read_schedule(&state, &name).await?))
 }

@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 use super::ApiState;
 use super::auth::{Admin, Reader};
 use super::error::{ApiError, ErrorEnvelope};
-use super::extract::{JsonBody, QueuePath, TenantPath};
+use super::extract::{JsonBody, NoQuery, QueryParams, QueuePath, TenantPath};
 use super::limits::TenantLimitsBody;
 
 /// A cap on running jobs per tenant.
@@ -105,6 +105,7 @@ pub(crate) async fn list_tenants(
     Reader(_token): Reader,
     State(state): State<ApiState>,
     QueuePath(queue): QueuePath,
+    _: QueryParams<NoQuery>,
 ) -> Result<Json<TenantCapsView>, ApiError> {
     caps_of(&state, &queue).await
 }
