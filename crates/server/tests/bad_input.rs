@@ -238,10 +238,14 @@ async fn bad_input_gets_a_4xx_naming_the_problem_and_writes_nothing(pool: PgPool
             .at("GET", "/jobs?colour=red")
             .token(Token::Read)
             .field("colour"),
-        case("a parameter where the route takes none", 400, "INVALID_QUERY")
-            .at("GET", "/schedules?limit=1")
-            .token(Token::Read)
-            .field("limit"),
+        case(
+            "a parameter on a route that takes none",
+            400,
+            "INVALID_QUERY",
+        )
+        .at("GET", "/schedules?limit=1")
+        .token(Token::Read)
+        .field("limit"),
         case("a parameter on the queue list", 400, "INVALID_QUERY")
             .at("GET", "/queues?paused=true")
             .token(Token::Read)
