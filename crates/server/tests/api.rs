@@ -1317,3 +1317,48 @@ async fn a_token_bound_to_a_tenant_keeps_to_its_jobs(pool: PgPool) {
         .is_err()
     );
 }
+
+/// A schedule read over HTTP says when its last occurrence fired, not only
+/// which occurrence that was.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_schedule_shows_when_it_last_fired(pool: PgPool) {
+    let api = Api::start(pool.clone()).await;
+    let created = api
+        .client
+        .put(api.url("/schedules/digest"))
+        .bearer_auth(&api.admin)
+        .json(&json!({"cron": "* * * * *", "timezone": "UTC", "type": "send_daily_digest"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let (_, before) = parts(
+        api.get("/schedules/digest", &api.read)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(before["lastFiredAt"], Value::Null, "{before}");
+
+    // Due a minute ago, then fired by a scheduler's pass.
+    sqlx::query(
+        "UPDATE job_schedules SET next_run_at = date_trunc('minute', now()) - interval '1 minute'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let fired = jobwire_core::fire_due_schedules(&pool, 10).await.unwrap();
+    assert_eq!(fired.enqueued, 1, "{fired:?}");
+    let (_, after) = parts(
+        api.get("/schedules/digest", &api.read)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let at: chrono::DateTime<chrono::Utc> = after["lastFiredAt"].as_str().unwrap().parse().unwrap();
+    let occurrence: chrono::DateTime<chrono::Utc> =
+        after["lastFiredFor"].as_str().unwrap().parse().unwrap();
+    assert!(at >= occurrence, "{after}");
+}

@@ -57,7 +57,12 @@ impl CronSchedule {
             .parse(expression)
             .map_err(|err| Error::InvalidArgument {
                 argument: "cron",
-                reason: format!("{expression:?} is not a cron expression: {err}"),
+                reason: match field_at_fault(&parser, expression) {
+                    Some(field) => {
+                        format!("{expression:?} is not a cron expression: {field}: {err}")
+                    }
+                    None => format!("{expression:?} is not a cron expression: {err}"),
+                },
             })?;
         let zone: Tz = timezone.parse().map_err(|_| Error::InvalidArgument {
             argument: "timezone",
@@ -208,6 +213,34 @@ impl CronSchedule {
 
 /// Whether a cron's hour field is `*` or a step (`*/2`, `0-23/2`): such a
 /// schedule is about elapsed time, not about a time on the wall clock.
+/// Which field of a refused expression is wrong, as "the minute field
+/// \"61\"": croner's errors do not say. Found by putting `*` in each field
+/// in turn: the field whose replacement makes the expression parse is the
+/// one at fault (none when no single field is, e.g. a wrong field count).
+fn field_at_fault(parser: &CronParser, expression: &str) -> Option<String> {
+    let fields: Vec<&str> = expression.split_whitespace().collect();
+    let names: &[&str] = match fields.len() {
+        5 => &["minute", "hour", "day-of-month", "month", "day-of-week"],
+        6 => &[
+            "second",
+            "minute",
+            "hour",
+            "day-of-month",
+            "month",
+            "day-of-week",
+        ],
+        _ => return None,
+    };
+    (0..fields.len()).find_map(|at| {
+        let mut fixed = fields.clone();
+        fixed[at] = "*";
+        parser
+            .parse(&fixed.join(" "))
+            .is_ok()
+            .then(|| format!("the {} field {:?}", names[at], fields[at]))
+    })
+}
+
 fn hour_field_is_open(expression: &str) -> bool {
     let fields: Vec<&str> = expression.split_whitespace().collect();
     let hour = match fields.as_slice() {
@@ -251,6 +284,22 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("cron") && err.contains("61 * * * *"), "{err}");
+        // The field at fault is named, whichever it is.
+        for (expression, field) in [
+            ("61 * * * *", "the minute field \"61\""),
+            ("0 25 * * *", "the hour field \"25\""),
+            ("0 8 * 13 *", "the month field \"13\""),
+            ("0 8 * * FUNDAY", "the day-of-week field \"FUNDAY\""),
+            ("70 0 8 * * *", "the second field \"70\""),
+        ] {
+            let err = CronSchedule::parse(expression, "UTC")
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(field), "{expression}: {err}");
+        }
+        // A wrong field count has no one field at fault.
+        let err = CronSchedule::parse("0 8 *", "UTC").unwrap_err().to_string();
+        assert!(!err.contains(" field \""), "{err}");
         let err = CronSchedule::parse("0 8 * * *", "Mars/Olympus")
             .unwrap_err()
             .to_string();

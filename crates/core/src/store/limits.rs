@@ -71,7 +71,12 @@ impl std::str::FromStr for EnqueueRate {
         // An overflow is a window far past a day: refused by the check below.
         let per_seconds = count.saturating_mul(unit_seconds);
         let rate = EnqueueRate { jobs, per_seconds };
-        rate.check().map_err(|error| error.to_string())?;
+        // The reason alone: on a command line or in a form the argument's
+        // internal name ("enqueue_rate.per_seconds") means nothing.
+        rate.check().map_err(|error| match error {
+            Error::InvalidArgument { reason, .. } => reason,
+            other => other.to_string(),
+        })?;
         Ok(rate)
     }
 }

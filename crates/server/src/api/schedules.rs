@@ -71,6 +71,8 @@ pub(crate) struct ScheduleView {
     next_occurrences: Vec<DateTime<Utc>>,
     /// The nominal instant of the last occurrence fired.
     last_fired_for: Option<DateTime<Utc>>,
+    /// When that occurrence was fired (its job enqueued).
+    last_fired_at: Option<DateTime<Utc>>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -96,6 +98,7 @@ impl TryFrom<Schedule> for ScheduleView {
             next_run_at: schedule.next_run_at,
             next_occurrences,
             last_fired_for: schedule.last_fired_for,
+            last_fired_at: schedule.last_fired_at,
             created_at: schedule.created_at,
             updated_at: schedule.updated_at,
         })
