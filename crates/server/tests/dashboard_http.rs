@@ -92,6 +92,10 @@ async fn log_in(api: &Api, token: &str) -> (String, String) {
         assert!(header.contains(flag), "{header} lacks {flag}");
     }
     let cookie = format!("jobwire_session={}", cookie_value(&header));
+    // The login page, for someone logged in, leads to the overview.
+    let again = get_with(api, "/ui/login", &cookie).await;
+    assert_eq!(again.status(), StatusCode::SEE_OTHER);
+    assert_eq!(again.headers()[LOCATION], "/ui");
     // The overview typed with a trailing slash leads to the overview.
     let slash = get_with(api, "/ui/", &cookie).await;
     assert_eq!(slash.status(), StatusCode::PERMANENT_REDIRECT);

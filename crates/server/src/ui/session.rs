@@ -80,7 +80,13 @@ impl FromRequestParts<ApiState> for Viewer {
     type Rejection = UiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, UiError> {
-        let jar = CookieJar::from_headers(&parts.headers);
+        Viewer::of_session(&CookieJar::from_headers(&parts.headers), state).await
+    }
+}
+
+impl Viewer {
+    /// The person whose live session the cookies hold, if any.
+    async fn of_session(jar: &CookieJar, state: &ApiState) -> Result<Self, UiError> {
         let secret = jar
             .get(SESSION_COOKIE)
             .map(|cookie| cookie.value())
@@ -97,9 +103,7 @@ impl FromRequestParts<ApiState> for Viewer {
             csrf: csrf_token(secret),
         })
     }
-}
 
-impl Viewer {
     /// Whether this person's token allows what needs `scope`.
     pub(crate) fn can(&self, scope: Scope) -> bool {
         self.token.scope.allows(scope)
@@ -139,8 +143,16 @@ pub(crate) struct ActionForm {
     pub(crate) csrf: String,
 }
 
-/// `GET /ui/login`: the form, with a fresh login CSRF cookie.
-pub(crate) async fn login_page(jar: CookieJar, uri: Uri) -> Response {
+/// `GET /ui/login`: the form, with a fresh login CSRF cookie; the overview
+/// for someone already logged in.
+pub(crate) async fn login_page(
+    State(state): State<ApiState>,
+    jar: CookieJar,
+    uri: Uri,
+) -> Response {
+    if Viewer::of_session(&jar, &state).await.is_ok() {
+        return Redirect::to("/ui").into_response();
+    }
     let notice = (uri.query() == Some("logged-out")).then_some("You are logged out.");
     let value = random_hex();
     let jar = jar.add(cookie(LOGIN_COOKIE, value.clone(), "/ui/login"));
