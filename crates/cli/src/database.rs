@@ -44,9 +44,11 @@ pub(crate) async fn connect(url: &str, pool_size: u32, wait: Option<Duration>) -
                 tokio::time::sleep(pause.next_after_failure()).await;
             }
             Ok(Err(err)) => {
+                // The reason once: sqlx repeats the database's message in
+                // its error's source, with the server's C source line.
                 bail!(
                     "cannot connect to PostgreSQL at {shown}: {}",
-                    connect_error_text(&err)
+                    jobwire_core::database_message(&err)
                 );
             }
             Err(_) => bail!(
@@ -139,18 +141,5 @@ pub(crate) fn redact(url: &str) -> String {
             parsed.to_string()
         }
         _ => url.to_owned(),
-    }
-}
-
-/// The reason a connection failed, once: the database's own message (sqlx
-/// repeats it in its error's source, and appends the server's C source
-/// line, "at line 948"), or the network's.
-fn connect_error_text(err: &sqlx::Error) -> String {
-    match err.as_database_error() {
-        Some(database) => match database.code() {
-            Some(code) => format!("{} (SQLSTATE {code})", database.message()),
-            None => database.message().to_owned(),
-        },
-        None => err.to_string(),
     }
 }

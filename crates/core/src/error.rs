@@ -327,8 +327,9 @@ fn limit_verdict(code: &str, detail: &str, message: &str) -> Option<Error> {
 /// What the database said, for a person: its message and SQLSTATE, without
 /// the PostgreSQL source line sqlx appends ("at line 621" names the
 /// server's C code, not the caller's input), and what to do about the
-/// data errors a caller can fix.
-fn database_message(err: &sqlx::Error) -> String {
+/// data errors a caller can fix. Any other error (the network's) as it
+/// reads.
+pub fn database_message(err: &sqlx::Error) -> String {
     let sqlx::Error::Database(db) = err else {
         return err.to_string();
     };

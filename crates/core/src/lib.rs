@@ -22,7 +22,7 @@ pub mod store;
 mod trace_context;
 
 pub use backoff::Backoff;
-pub use error::{Error, FullReason};
+pub use error::{Error, FullReason, database_message};
 pub use model::{
     ClaimMiss, ClaimedJob, DeadLetterGroup, Dispatch, EnqueuedJob, FinishOutcome, FinishResult,
     HeartbeatResult, JobFilter, JobState, JobStatus, Lease, LeaseGeneration, NewJob,

@@ -16,6 +16,9 @@ use crate::{
     SubscribeOptions, Subscriber, Transport, TransportError, check_size, validate_topic,
 };
 
+/// What publishing to, and checking, a switched-off in-memory broker says.
+const SWITCHED_OFF: &str = "in-memory broker is switched off";
+
 /// Longest destination name accepted (the strictest broker's limit, SQS's).
 const MAX_TOPIC_LEN: usize = 80;
 
@@ -141,9 +144,7 @@ impl Transport for MemoryTransport {
         if self.inner.available.load(Ordering::SeqCst) {
             Ok(())
         } else {
-            Err(TransportError::Unavailable(
-                "in-memory broker is switched off".into(),
-            ))
+            Err(TransportError::Unavailable(SWITCHED_OFF.into()))
         }
     }
 
@@ -151,11 +152,7 @@ impl Transport for MemoryTransport {
         if !self.inner.available.load(Ordering::SeqCst) {
             return batch
                 .iter()
-                .map(|_| {
-                    Err(PublishError::Unavailable(
-                        "in-memory broker is switched off".into(),
-                    ))
-                })
+                .map(|_| Err(PublishError::Unavailable(SWITCHED_OFF.into())))
                 .collect();
         }
         let mut results = Vec::with_capacity(batch.len());

@@ -2,7 +2,7 @@
 //! and stopping or restarting a queue's claims from the command line, for an
 //! operator without an API server or a token at hand.
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use sqlx::PgPool;
 
 /// Print every queue (declared, or holding jobs): dispatch, pause, jobs by
@@ -43,9 +43,6 @@ pub(crate) async fn list(pool: &PgPool, json: bool) -> Result<()> {
 /// holds no job is allowed (to pause it before its first job), but is most
 /// often a typo, so it is said.
 pub(crate) async fn set_paused(pool: &PgPool, queue: &str, paused: bool) -> Result<()> {
-    if queue.trim().is_empty() || queue.len() > 255 {
-        bail!("a queue name is 1 to 255 bytes, not only blanks");
-    }
     let known = jobwire_core::queue_overview(pool)
         .await?
         .iter()

@@ -211,8 +211,6 @@ impl CronSchedule {
     }
 }
 
-/// Whether a cron's hour field is `*` or a step (`*/2`, `0-23/2`): such a
-/// schedule is about elapsed time, not about a time on the wall clock.
 /// Which field of a refused expression is wrong, as "the minute field
 /// \"61\"": croner's errors do not say. Found by putting `*` in each field
 /// in turn: the field whose replacement makes the expression parse is the
@@ -241,6 +239,8 @@ fn field_at_fault(parser: &CronParser, expression: &str) -> Option<String> {
     })
 }
 
+/// Whether a cron's hour field is `*` or a step (`*/2`, `0-23/2`): such a
+/// schedule is about elapsed time, not about a time on the wall clock.
 fn hour_field_is_open(expression: &str) -> bool {
     let fields: Vec<&str> = expression.split_whitespace().collect();
     let hour = match fields.as_slice() {

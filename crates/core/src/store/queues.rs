@@ -2,6 +2,7 @@
 
 use sqlx::PgExecutor;
 
+use super::tenants::argument;
 use crate::{Dispatch, Result};
 
 /// Declare how `queue` is dispatched. Takes effect for every job that becomes
@@ -26,7 +27,8 @@ pub async fn set_queue_dispatch<'c, E: PgExecutor<'c>>(
 
 /// Pause (no claims, on either path) or resume a queue. Enqueue keeps
 /// working while paused. Resuming wakes the queue's waiting jobs in the same
-/// statement (see [`resume_queue`]).
+/// statement (see [`resume_queue`]). A queue name is checked as the enqueue
+/// checks it: not blank, at most 255 bytes.
 pub async fn set_queue_paused<'c, E: PgExecutor<'c>>(
     executor: E,
     queue: &str,
@@ -36,6 +38,7 @@ pub async fn set_queue_paused<'c, E: PgExecutor<'c>>(
         resume_queue(executor, queue).await?;
         return Ok(());
     }
+    argument("queue", queue)?;
     sqlx::query(include_str!("../../sql/set_queue_paused.sql"))
         .bind(queue)
         .bind(paused)
@@ -49,6 +52,7 @@ pub async fn set_queue_paused<'c, E: PgExecutor<'c>>(
 /// was paused were acknowledged as misses), a NOTIFY for a PostgreSQL-path
 /// queue. Returns how many broker wake-ups were written.
 pub async fn resume_queue<'c, E: PgExecutor<'c>>(executor: E, queue: &str) -> Result<u64> {
+    argument("queue", queue)?;
     let woken: i64 = sqlx::query_scalar(include_str!("../../sql/resume_queue.sql"))
         .bind(queue)
         .fetch_one(executor)

@@ -161,11 +161,13 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T>
                 let path = err.path().to_string();
                 let message = err.into_inner().to_string();
                 // An unknown or missing parameter is named in the message.
-                match if path == "." {
+                let field = if path == "." {
                     field_named_in(&message)
                 } else {
                     Some(path)
-                } {
+                };
+                match field {
+                    // The message names it already ("unknown field `colour`").
                     Some(field) if message.contains(&format!("`{field}`")) => {
                         ApiError::BadRequest {
                             code: "INVALID_QUERY",
