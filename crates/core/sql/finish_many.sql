@@ -72,11 +72,20 @@ WITH done AS (
 ),
 -- The slots the jobs above held (only a job with a tenant can hold one: the
 -- others skip the lookup, so a queue without caps pays next to nothing for
--- this), with the broker topic of a broker queue.
+-- this), with the broker topic of a broker queue. The slot is read from
+-- the job's row as this statement's snapshot shows it, before `done`
+-- cleared it (an UPDATE returns only the new values), and the slot row is
+-- found by its key: job_id is in no index, so that a slot's change of
+-- holder writes none (migration 20261204000002). The snapshot names the
+-- slot the job holds: `done` found the job still in the attempt its lease
+-- fences, and a job keeps one slot from its claim until it leaves RUNNING.
 held AS (
     SELECT s.queue, s.tenant, s.slot, s.job_id, q.topic
     FROM done d
-    JOIN job_tenant_slots s ON s.job_id = d.job_id
+    JOIN jobs b ON b.job_id = d.job_id
+    JOIN job_tenant_slots s
+      ON s.queue = b.queue AND s.tenant = b.tenant AND s.slot = b.tenant_slot
+     AND s.job_id = d.job_id
     LEFT JOIN job_queues q ON q.queue = s.queue AND q.dispatch = 'broker'
     WHERE d.tenant IS NOT NULL
 ),
