@@ -10,7 +10,11 @@
 #
 # FILLFACTOR=N sets the jobs table's fillfactor before the jobs are written;
 # SETUP_SQL=file runs that file after the migrations (e.g.
-# docs/bench/row-triggers-before.sql).
+# docs/bench/row-triggers-before.sql). PAYLOAD_BYTES=N gives every job a
+# payload of N incompressible bytes (default: the empty payload, {}), and
+# TRACED=1 a traceparent. CAP=N puts every job under one tenant capped at N
+# running jobs. Also prints the drain's jobs/s, from its first
+# claim to its last completion.
 #
 # Drops and recreates database DB (default jobwire_drain_wal) on the local
 # PostgreSQL; reads its WAL files, so run it on the database's machine as a
@@ -29,12 +33,24 @@ export DATABASE_URL=postgres://postgres@127.0.0.1:5432/$DB
 if [[ -n ${SETUP_SQL:-} ]]; then
     "${PSQL[@]}" -d "$DB" -v ON_ERROR_STOP=1 -f "$SETUP_SQL"
 fi
+if [[ -n ${CAP:-} ]]; then
+    "$BIN" tenant set w --max-running "$CAP" >/dev/null
+fi
 if [[ -n ${FILLFACTOR:-} ]]; then
     "${PSQL[@]}" -d "$DB" -c "ALTER TABLE jobs SET (fillfactor = $FILLFACTOR)"
 fi
 "${PSQL[@]}" -d "$DB" \
-    -c "INSERT INTO jobs (job_id, queue, job_type)
-        SELECT jobwire_uuidv7(), 'w', 'noop' FROM generate_series(1, $N)" \
+    -c "INSERT INTO jobs (job_id, queue, job_type, tenant, payload, traceparent)
+        SELECT jobwire_uuidv7(), 'w', 'noop', CASE WHEN '${CAP:-}' <> '' THEN 'A' END,
+               CASE WHEN ${PAYLOAD_BYTES:-0} > 0
+                    THEN jsonb_build_object('filler', left(
+                        (SELECT string_agg(md5(i::text || g::text), '')
+                         FROM generate_series(1, ${PAYLOAD_BYTES:-0} / 32 + 1) p(g)),
+                        ${PAYLOAD_BYTES:-0}))
+                    ELSE '{}' END,
+               CASE WHEN '${TRACED:-0}' = '1'
+                    THEN '00-' || md5(i::text) || '-' || left(md5((i + 1)::text), 16) || '-01' END
+        FROM generate_series(1, $N) i" \
     -c "VACUUM ANALYZE jobs"
 lsn() { "${PSQL[@]}" -d "$DB" -tAc "SELECT pg_current_wal_lsn()"; }
 checkpoints() { "${PSQL[@]}" -d "$DB" -tAc "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter"; }
@@ -52,6 +68,8 @@ wait "$worker" || true
 echo "jobs: $N"
 echo "WAL bytes per job: $("${PSQL[@]}" -d "$DB" -tAc "SELECT round(pg_wal_lsn_diff('$end', '$start') / $N)")"
 echo "checkpoints during the drain: $((checkpoints_after - checkpoints_before))"
+echo "jobs/s: $("${PSQL[@]}" -d "$DB" -tAc \
+    "SELECT round(count(*) / extract(epoch FROM max(finished_at) - min(heartbeat_at))) FROM jobs")"
 # Every record in the range, whichever database wrote it: run nothing else
 # beside the drain.
 "$WALDUMP" -p "$WAL_DIR" -s "$start" -e "$end" --stats=record |
