@@ -652,7 +652,9 @@ async fn dead_letters_are_listed_and_replayed_from_the_command_line() {
     .unwrap();
     sqlx::query(
         "INSERT INTO job_outbox_dead (id, topic, payload, headers, available_at, attempts, last_error, created_at)
-         VALUES (41, 'jobwire-webhooks', '{}', '{}', now(), 10, 'broker refused', now())",
+         VALUES (41, 'jobwire-webhooks', '{}', '{}', now(), 10, 'broker refused', now()),
+                (42, 'jobwire-webhooks', '{}', '{}', now(), 10,
+                 'message rejected: message of 300071 bytes exceeds the limit of 262144 bytes', now())",
     )
     .execute(&pool)
     .await
@@ -693,6 +695,40 @@ async fn dead_letters_are_listed_and_replayed_from_the_command_line() {
     let groups: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
     assert_eq!(groups[0]["topic"], "jobwire-webhooks");
     assert_eq!(groups[0]["count"], 1);
+    let listed = stdout(&jobwire(&db.url, &["outbox", "dead-letters"]));
+    let today = chrono::Utc::now().format("%Y-%m-%d ").to_string();
+    assert_says(&listed, &today);
+    // A group is named by its error's first words as well as by the whole
+    // error; a group that matches nothing is an error.
+    let by_words = jobwire(
+        &db.url,
+        &[
+            "outbox",
+            "replay",
+            "--topic",
+            "jobwire-webhooks",
+            "--error",
+            "message rejected",
+        ],
+    );
+    assert!(by_words.status.success(), "{}", stderr(&by_words));
+    assert_says(&stdout(&by_words), "1 outbox row moved back");
+    let nothing = jobwire(
+        &db.url,
+        &[
+            "outbox",
+            "replay",
+            "--topic",
+            "jobwire-webhooks",
+            "--error",
+            "message too large",
+        ],
+    );
+    assert!(!nothing.status.success(), "a replay of nothing succeeded");
+    assert_says(
+        &stderr(&nothing),
+        "no outbox dead letter matches --topic/--error",
+    );
     let partly = jobwire(
         &db.url,
         &["outbox", "replay", "--id", "41", "--id", "999999"],

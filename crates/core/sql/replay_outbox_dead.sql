@@ -1,13 +1,15 @@
 -- Move up to $4 outbox dead letters back into job_outbox, due now with a
 -- fresh attempt budget, and record each move in job_outbox_audit — all in
--- one statement. Filters: topic $1, last error $2, ids $3 (NULL: any).
+-- one statement. Filters: topic $1, a beginning of the last error $2 (the
+-- whole error, as outbox_dead_groups.sql shows it, or its first words), ids
+-- $3 (NULL: any).
 -- $5 actor, $6 reason. Returns the ids moved back (each keeps its id, so a
 -- consumer deduplicating on jobwire-outbox-id still recognises it).
 WITH picked AS (
     SELECT id
     FROM job_outbox_dead
     WHERE ($1::text IS NULL OR topic = $1)
-      AND ($2::text IS NULL OR coalesce(last_error, '') = $2)
+      AND ($2::text IS NULL OR starts_with(coalesce(last_error, ''), $2))
       AND ($3::bigint[] IS NULL OR id = ANY($3))
     ORDER BY id
     LIMIT $4

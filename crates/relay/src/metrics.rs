@@ -45,7 +45,7 @@ pub fn describe() {
     describe_histogram!(
         PUBLISH_TIME,
         Unit::Seconds,
-        "Time one batch took to publish, confirms included, by transport."
+        "Time one batch took to publish, confirms included, by transport; not counted for a pass that found the broker unavailable."
     );
 }
 

@@ -154,7 +154,6 @@ impl Relay {
             });
         };
         let publish_time = started.elapsed();
-        crate::metrics::record_publish_time(self.transport.name(), publish_time);
         let full = rows.len() >= batch;
         if full && publish_time < budget / 4 {
             self.grow_batch();
@@ -163,9 +162,12 @@ impl Relay {
         outcome.full = full;
         tx.commit().await?;
         if outcome.broker_down {
+            // Not a publish time: a broker that refuses connections answers
+            // in a millisecond, which would read as a fast, healthy broker.
             crate::metrics::record_pass(self.transport.name(), outcome.published, 0, 0);
             crate::metrics::record_broker_down(self.transport.name());
         } else {
+            crate::metrics::record_publish_time(self.transport.name(), publish_time);
             crate::metrics::record_pass(
                 self.transport.name(),
                 outcome.published,
@@ -210,6 +212,13 @@ impl Relay {
         let broker_down = results
             .iter()
             .all(|result| matches!(result, Err(PublishError::Unavailable(_))));
+        if let (true, Some(Err(PublishError::Unavailable(reason)))) = (broker_down, results.first())
+        {
+            *self
+                .unavailable_reason
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reason.clone());
+        }
         let ordered = matches!(self.config.ordering, KeyOrdering::PerKey { .. });
         let mut held_back_keys: HashSet<Option<&str>> = HashSet::new();
         let mut published = Vec::new();

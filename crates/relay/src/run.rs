@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use jobwire_loop::{IdlePoll, POLL_SPREAD, Pause, Wake, jittered, sleep};
@@ -28,6 +28,9 @@ pub struct Relay {
     /// Rows per pass now: `config.batch_size`, halved while the broker is
     /// too slow to take a whole batch within the pass's publish budget.
     pub(crate) batch: AtomicUsize,
+    /// Why the last pass found the broker unavailable, for the line that
+    /// says the relay backs off.
+    pub(crate) unavailable_reason: std::sync::Mutex<Option<String>>,
 }
 
 impl Relay {
@@ -37,6 +40,7 @@ impl Relay {
             pool,
             transport,
             batch: AtomicUsize::new(config.batch_size),
+            unavailable_reason: std::sync::Mutex::new(None),
             config,
             stats: Arc::new(RelayStats::default()),
         }
@@ -122,6 +126,9 @@ impl Relay {
     ) {
         let mut backoff = Pause::new(self.config.min_backoff, self.config.max_backoff);
         let mut idle = IdlePoll::new(self.config.poll_interval);
+        // Since when this task has found the broker unavailable, so that the
+        // pass that publishes again says so.
+        let mut down_since: Option<Instant> = None;
         while !shutdown.is_cancelled() {
             // Taken before the pass looks at the table: a row announced
             // while the pass runs (its NOTIFY finds this task busy) is
@@ -139,11 +146,34 @@ impl Relay {
                 }
                 continue;
             }
-            match self.pass(held.as_deref()).await {
+            let passed = self.pass(held.as_deref()).await;
+            if let Ok(outcome) = &passed {
+                if outcome.broker_down {
+                    down_since.get_or_insert_with(Instant::now);
+                } else if let Some(since) = down_since.take() {
+                    // A pass with nothing published (no row due, or only
+                    // rows the broker rejected) says nothing either way.
+                    if outcome.published > 0 {
+                        tracing::info!(
+                            transport = self.transport.name(),
+                            unavailable_for = ?since.elapsed(),
+                            "broker reachable again; publishing"
+                        );
+                    }
+                }
+            }
+            match passed {
                 Ok(outcome) if outcome.broker_down => {
                     let pause = backoff.next_after_failure();
+                    let reason = self
+                        .unavailable_reason
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .take()
+                        .unwrap_or_else(|| "slower than the publish budget".to_owned());
                     tracing::warn!(
                         transport = self.transport.name(),
+                        %reason,
                         ?pause,
                         "broker unavailable; backing off"
                     );

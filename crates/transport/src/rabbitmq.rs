@@ -90,7 +90,23 @@ impl Session {
         })
     }
 
-    async fn declare(&mut self, queue: &str) -> Result<(), String> {
+    /// A session whose channel is in confirm mode.
+    async fn open_for_publishing(config: &RabbitConfig) -> Result<Self, String> {
+        let session = Session::open(config).await?;
+        match session
+            .channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await
+        {
+            Ok(()) => Ok(session),
+            Err(err) => {
+                session.close().await;
+                Err(format!("cannot enable publisher confirms: {err}"))
+            }
+        }
+    }
+
+    async fn declare(&mut self, queue: &str) -> Result<(), DeclareFailure> {
         if self.declared.contains(queue) {
             return Ok(());
         }
@@ -104,8 +120,31 @@ impl Session {
                 FieldTable::default(),
             )
             .await
-            .map_err(|err| format!("cannot declare queue {queue}: {err}"))?;
+            .map_err(|err| {
+                let reason = format!("cannot declare queue {queue}: {err}");
+                if err.is_amqp_soft_error() {
+                    DeclareFailure::Refused(reason)
+                } else {
+                    DeclareFailure::Broken(reason)
+                }
+            })?;
         self.declared.insert(queue.to_owned());
+        Ok(())
+    }
+
+    /// A confirm-mode channel in place of one the broker closed, on the
+    /// same connection.
+    async fn replace_channel(&mut self) -> Result<(), String> {
+        let channel = self
+            .connection
+            .create_channel()
+            .await
+            .map_err(|err| format!("cannot open a channel: {err}"))?;
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await
+            .map_err(|err| format!("cannot enable publisher confirms: {err}"))?;
+        self.channel = channel;
         Ok(())
     }
 
@@ -113,6 +152,36 @@ impl Session {
         let _ = self.channel.close(200, "bye".into()).await;
         let _ = self.connection.close(200, "bye".into()).await;
     }
+}
+
+/// Why a queue could not be declared.
+enum DeclareFailure {
+    /// The broker refused this queue with a channel error: no permission
+    /// for the name, a reserved (`amq.`) or exclusive name, a queue of that
+    /// name with other settings. Nothing is wrong with the connection, and
+    /// retrying will not help; the broker has closed the channel.
+    Refused(String),
+    /// The session failed.
+    Broken(String),
+}
+
+impl DeclareFailure {
+    fn into_reason(self) -> String {
+        match self {
+            DeclareFailure::Refused(reason) | DeclareFailure::Broken(reason) => reason,
+        }
+    }
+}
+
+/// How publishing a batch on one session ended.
+enum SessionOutcome {
+    /// Every message of the batch has its result.
+    Done,
+    /// The broker refused a destination: its messages are rejected, and the
+    /// channel must be replaced before the others are published.
+    DestinationRefused(String),
+    /// The session broke: every message not yet confirmed is unavailable.
+    Broken(String),
 }
 
 /// Publishes to RabbitMQ with publisher confirms.
@@ -151,6 +220,23 @@ impl RabbitTransport {
         self.publishers[turn % self.publishers.len()].lock().await
     }
 
+    /// The session failed: drop it (the next publish reconnects) and report
+    /// every message without a result unavailable.
+    async fn give_up(
+        &self,
+        guard: &mut MutexGuard<'_, Option<Session>>,
+        results: &mut [Option<Result<(), PublishError>>],
+        reason: String,
+    ) {
+        tracing::warn!(%reason, "rabbitmq publishing session failed; reconnecting on next publish");
+        if let Some(session) = guard.take() {
+            session.close().await;
+        }
+        for result in results.iter_mut().filter(|r| r.is_none()) {
+            *result = Some(Err(PublishError::Unavailable(reason.clone())));
+        }
+    }
+
     fn properties(&self, envelope: &Envelope) -> BasicProperties {
         let mut headers = FieldTable::default();
         for (name, value) in &envelope.headers {
@@ -177,21 +263,40 @@ impl RabbitTransport {
         properties
     }
 
-    /// Publish the valid messages of a batch; `Err` means the session broke
-    /// and every message not yet confirmed must be reported unavailable.
+    /// Publish the messages of a batch that have no result yet. Every
+    /// destination is declared before anything is published, so that one the
+    /// broker refuses (it closes the channel) leaves no message of the batch
+    /// in flight on that channel.
     async fn publish_on(
         &self,
         session: &mut Session,
         batch: &[Envelope],
         results: &mut [Option<Result<(), PublishError>>],
-    ) -> Result<(), String> {
+    ) -> SessionOutcome {
+        for index in 0..batch.len() {
+            if results[index].is_some() {
+                continue;
+            }
+            let topic = &batch[index].topic;
+            match session.declare(topic).await {
+                Ok(()) => {}
+                Err(DeclareFailure::Refused(reason)) => {
+                    for (result, envelope) in results.iter_mut().zip(batch) {
+                        if result.is_none() && envelope.topic == *topic {
+                            *result = Some(Err(PublishError::Rejected(reason.clone())));
+                        }
+                    }
+                    return SessionOutcome::DestinationRefused(reason);
+                }
+                Err(DeclareFailure::Broken(reason)) => return SessionOutcome::Broken(reason),
+            }
+        }
         let mut confirms = Vec::new();
         for (index, envelope) in batch.iter().enumerate() {
             if results[index].is_some() {
                 continue;
             }
-            session.declare(&envelope.topic).await?;
-            let confirm = session
+            let publish = session
                 .channel
                 .basic_publish(
                     "".into(),
@@ -200,15 +305,25 @@ impl RabbitTransport {
                     &envelope.payload,
                     self.properties(envelope),
                 )
-                .await
-                .map_err(|err| format!("publish failed: {err}"))?;
-            confirms.push((index, confirm));
+                .await;
+            match publish {
+                Ok(confirm) => confirms.push((index, confirm)),
+                Err(err) => return SessionOutcome::Broken(format!("publish failed: {err}")),
+            }
         }
         for (index, confirm) in confirms {
-            let confirmation = tokio::time::timeout(self.config.timeout, confirm)
-                .await
-                .map_err(|_| format!("no publisher confirm within {:?}", self.config.timeout))?
-                .map_err(|err| format!("publisher confirm failed: {err}"))?;
+            let confirmation = match tokio::time::timeout(self.config.timeout, confirm).await {
+                Err(_) => {
+                    return SessionOutcome::Broken(format!(
+                        "no publisher confirm within {:?}",
+                        self.config.timeout
+                    ));
+                }
+                Ok(Err(err)) => {
+                    return SessionOutcome::Broken(format!("publisher confirm failed: {err}"));
+                }
+                Ok(Ok(confirmation)) => confirmation,
+            };
             results[index] = Some(match confirmation {
                 Confirmation::Ack(_) => Ok(()),
                 Confirmation::Nack(_) => Err(PublishError::Unavailable(
@@ -219,7 +334,7 @@ impl RabbitTransport {
                 )),
             });
         }
-        Ok(())
+        SessionOutcome::Done
     }
 }
 
@@ -263,31 +378,33 @@ impl Transport for RabbitTransport {
             .collect();
         if results.iter().any(Option::is_none) {
             let mut guard = self.publisher().await;
-            let outcome = match guard.as_mut() {
-                Some(session) => self.publish_on(session, batch, &mut results).await,
-                None => match Session::open(&self.config).await {
-                    Ok(mut session) => {
-                        let outcome = match session
-                            .channel
-                            .confirm_select(ConfirmSelectOptions::default())
-                            .await
-                        {
-                            Ok(()) => self.publish_on(&mut session, batch, &mut results).await,
-                            Err(err) => Err(format!("cannot enable publisher confirms: {err}")),
-                        };
-                        *guard = Some(session);
-                        outcome
+            // Each refused destination settles at least one message, so this
+            // ends; the other destinations of the batch are published on a
+            // fresh channel.
+            while results.iter().any(Option::is_none) {
+                if guard.is_none() {
+                    match Session::open_for_publishing(&self.config).await {
+                        Ok(session) => *guard = Some(session),
+                        Err(reason) => {
+                            self.give_up(&mut guard, &mut results, reason).await;
+                            break;
+                        }
                     }
-                    Err(err) => Err(err),
-                },
-            };
-            if let Err(reason) = outcome {
-                tracing::warn!(%reason, "rabbitmq publishing session failed; reconnecting on next publish");
-                if let Some(session) = guard.take() {
-                    session.close().await;
                 }
-                for result in results.iter_mut().filter(|r| r.is_none()) {
-                    *result = Some(Err(PublishError::Unavailable(reason.clone())));
+                let session = guard.as_mut().expect("a session was opened above");
+                match self.publish_on(session, batch, &mut results).await {
+                    SessionOutcome::Done => break,
+                    SessionOutcome::DestinationRefused(reason) => {
+                        tracing::warn!(%reason, "rabbitmq refused a destination; its messages are rejected");
+                        if let Err(reason) = session.replace_channel().await {
+                            self.give_up(&mut guard, &mut results, reason).await;
+                            break;
+                        }
+                    }
+                    SessionOutcome::Broken(reason) => {
+                        self.give_up(&mut guard, &mut results, reason).await;
+                        break;
+                    }
                 }
             }
         }
@@ -412,7 +529,10 @@ struct RabbitSubscriber {
 impl RabbitSubscriber {
     async fn connect(&mut self) -> Result<(), String> {
         let mut session = Session::open(&self.config).await?;
-        session.declare(&self.topic).await?;
+        session
+            .declare(&self.topic)
+            .await
+            .map_err(DeclareFailure::into_reason)?;
         session
             .channel
             .basic_qos(self.prefetch.max(1), BasicQosOptions { global: false })

@@ -26,7 +26,8 @@ pub(crate) struct OutboxReplayArgs {
     /// Replay rows of this topic.
     #[arg(long)]
     topic: Option<String>,
-    /// Replay rows whose last error is exactly this (as `dead-letters` shows it).
+    /// Replay rows whose last error begins with this: the error as `dead-letters`
+    /// shows it, or its first words.
     #[arg(long)]
     error: Option<String>,
     /// Most rows moved back in one statement (repeated until none is left).
@@ -47,6 +48,9 @@ pub(crate) async fn outbox(pool: &PgPool, command: OutboxCommand) -> Result<()> 
     }
 }
 
+/// UTC to the second: the listing's columns keep their width.
+const TIME_FORMAT: &str = "%Y-%m-%d %H:%M:%SZ";
+
 async fn dead_letters(pool: &PgPool, json: bool) -> Result<()> {
     let groups = jobwire_core::outbox_dead_groups(pool).await?;
     if json {
@@ -58,16 +62,16 @@ async fn dead_letters(pool: &PgPool, json: bool) -> Result<()> {
         return Ok(());
     }
     println!(
-        "{:>7}  {:<32} {:<26} {:<26} last error",
+        "{:>7}  {:<32} {:<20} {:<20} last error",
         "rows", "topic", "first failed", "last failed"
     );
     for group in groups {
         println!(
-            "{:>7}  {:<32} {:<26} {:<26} {}",
+            "{:>7}  {:<32} {:<20} {:<20} {}",
             group.count,
             group.topic,
-            group.first_failed_at.to_rfc3339(),
-            group.last_failed_at.to_rfc3339(),
+            group.first_failed_at.format(TIME_FORMAT).to_string(),
+            group.last_failed_at.format(TIME_FORMAT).to_string(),
             if group.last_error.is_empty() {
                 "-"
             } else {
@@ -116,6 +120,13 @@ async fn replay(pool: &PgPool, args: OutboxReplayArgs) -> Result<()> {
         .filter(|id| !moved_back.contains(id))
         .map(i64::to_string)
         .collect();
+    // A group that matched nothing is as likely a mistyped topic or error.
+    if asked_for.is_empty() && total == 0 {
+        bail!(
+            "no outbox dead letter matches --topic/--error (see `jobwire outbox dead-letters`; \
+             --error takes the error as listed there, or its first words)"
+        );
+    }
     if !missing.is_empty() {
         bail!(
             "not an outbox dead letter{}: {} (see `jobwire outbox dead-letters`)",

@@ -38,7 +38,8 @@ pub async fn outbox_dead_groups<'c, E: PgExecutor<'c>>(
 pub struct OutboxReplayFilter {
     /// Only this topic.
     pub topic: Option<String>,
-    /// Only rows whose last error is exactly this.
+    /// Only rows whose last error begins with this (the whole error, or its
+    /// first words).
     pub last_error: Option<String>,
     /// Only these outbox ids.
     pub ids: Option<Vec<i64>>,
