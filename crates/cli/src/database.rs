@@ -25,11 +25,22 @@ pub(crate) const STARTUP_WAIT: Duration = Duration::from_secs(60);
 /// up to that long: a worker restarted beside its database comes up when
 /// the database does instead of exiting. Verdicts (a wrong password, a
 /// missing database) fail at once either way.
-pub(crate) async fn connect(url: &str, pool_size: u32, wait: Option<Duration>) -> Result<PgPool> {
+///
+/// The sessions take `application_name` unless the URL (or `PGAPPNAME`)
+/// names one.
+pub(crate) async fn connect(
+    url: &str,
+    pool_size: u32,
+    wait: Option<Duration>,
+    application_name: &str,
+) -> Result<PgPool> {
     let shown = redact(url);
-    let options: PgConnectOptions = url
+    let mut options: PgConnectOptions = url
         .parse()
         .with_context(|| format!("invalid database URL {shown}"))?;
+    if options.get_application_name().is_none() {
+        options = options.application_name(application_name);
+    }
     let deadline = wait.map(|wait| tokio::time::Instant::now() + wait);
     let mut pause = jobwire_loop::Pause::new(Duration::from_millis(250), Duration::from_secs(2));
     let first = loop {

@@ -157,9 +157,29 @@ async fn dispatch(cli: Cli) -> Result<()> {
                 Command::Worker(_) | Command::Run(_) | Command::Relay(_) | Command::Serve(_)
             )
             .then_some(database::STARTUP_WAIT);
-            let pool = database::connect(&cli.database_url, cli.pool_size, wait).await?;
+            let pool = database::connect(
+                &cli.database_url,
+                cli.pool_size,
+                wait,
+                application_name(&command),
+            )
+            .await?;
             run(command, pool).await.map_err(database::explain)
         }
+    }
+}
+
+/// How the process's database sessions name themselves in
+/// `pg_stat_activity`, so that an operator can tell a worker's sessions from
+/// a relay's or an API server's (a URL or `PGAPPNAME` that names one wins).
+fn application_name(command: &Command) -> &'static str {
+    match command {
+        Command::Worker(_) => "jobwire worker",
+        Command::Run(_) => "jobwire run",
+        Command::Relay(_) => "jobwire relay",
+        Command::Serve(_) => "jobwire serve",
+        Command::Bench(_) | Command::BenchHttp(_) | Command::BenchSchedules(_) => "jobwire bench",
+        _ => "jobwire",
     }
 }
 

@@ -133,6 +133,17 @@ async fn a_killed_broker_workers_jobs_are_swept_rewoken_and_completed() {
         3,
     )
     .await;
+    // Its sessions say what they are, for an operator reading
+    // pg_stat_activity.
+    wait_until(
+        &pool,
+        "the worker's sessions named after its command",
+        "SELECT least(count(*), 1) FROM pg_stat_activity
+         WHERE datname = current_database() AND application_name = $1",
+        "jobwire run",
+        1,
+    )
+    .await;
     victim.kill().unwrap(); // SIGKILL
     victim.wait().unwrap();
 
