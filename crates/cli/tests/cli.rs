@@ -637,6 +637,31 @@ async fn enqueue_limits_from_the_command_line() {
     db.drop_database().await;
 }
 
+/// A running job whose lease has expired still names its owner until a
+/// sweeper sets it back: `status` says so, for the runbook that sends an
+/// operator there (JobwireLeasesNotSwept).
+#[tokio::test]
+async fn status_says_a_lease_has_expired_and_waits_for_the_sweeper() {
+    let db = FreshDatabase::create().await;
+    assert!(jobwire(&db.url, &["migrate"]).status.success());
+    let pool = db.pool().await;
+    let job_id: Uuid = sqlx::query_scalar(
+        "INSERT INTO jobs (job_id, job_type, state, attempt_count, lease_generation,
+                           lease_owner, lease_expires_at, heartbeat_at)
+         VALUES (jobwire_uuidv7(), 'slow', 'RUNNING', 1, 1, 'worker-gone',
+                 now() - interval '90 seconds', now() - interval '120 seconds')
+         RETURNING job_id",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let human = stdout(&jobwire(&db.url, &["status", &job_id.to_string()]));
+    assert_says(&human, "not swept yet");
+    assert_says(&human, "worker-gone, generation 1");
+    pool.close().await;
+    db.drop_database().await;
+}
+
 #[tokio::test]
 async fn dead_letters_are_listed_and_replayed_from_the_command_line() {
     let db = FreshDatabase::create().await;

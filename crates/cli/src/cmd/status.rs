@@ -11,12 +11,14 @@ pub(crate) async fn status(pool: &PgPool, job_id: Uuid, json: bool) -> Result<()
     if json {
         println!("{}", serde_json::to_string_pretty(&status)?);
     } else {
-        print_status(&status);
+        let now = jobwire_core::database_now(pool).await?;
+        print_status(&status, now);
     }
     Ok(())
 }
 
-fn print_status(status: &JobStatus) {
+/// `now`: the database's clock, which leases are timed by.
+fn print_status(status: &JobStatus, now: DateTime<Utc>) {
     let time =
         |at: Option<DateTime<Utc>>| at.map(|at| at.to_rfc3339()).unwrap_or_else(|| "-".into());
     println!("job        {}", status.job_id);
@@ -40,8 +42,17 @@ fn print_status(status: &JobStatus) {
         println!("next run   {}", status.run_after.to_rfc3339());
     }
     if let Some(owner) = &status.lease_owner {
+        // A lease past its expiry still names its owner until a sweeper
+        // sets the job back (docs/operations.md, JobwireLeasesNotSwept).
+        let lapsed = match status.lease_expires_at {
+            Some(at) if at <= now => format!(
+                " (expired {} s ago, not swept yet)",
+                (now - at).num_seconds()
+            ),
+            _ => String::new(),
+        };
         println!(
-            "lease      {owner}, generation {}, expires {}",
+            "lease      {owner}, generation {}, expires {}{lapsed}",
             status.lease_generation,
             time(status.lease_expires_at)
         );
