@@ -11,9 +11,9 @@
 
 use std::time::Duration;
 
-use jobwire_core::{FinishOutcome, FinishResult, NewJob};
+use jobwire_core::{ClaimedJob, FinishOutcome, FinishResult, NewJob};
 use serde_json::json;
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -30,6 +30,24 @@ async fn pages_of(pool: &PgPool, ids: &[Uuid]) -> Vec<i64> {
     .fetch_all(pool)
     .await
     .unwrap()
+}
+
+/// Complete every claimed job as succeeded in one `finish_many` (owner
+/// `w`), and check that each completion was recorded.
+async fn complete_all(conn: &mut PgConnection, claimed: &[ClaimedJob]) {
+    let outcomes: Vec<_> = claimed
+        .iter()
+        .map(|job| (job.lease, FinishOutcome::Succeeded))
+        .collect();
+    let finished = jobwire_core::finish_many(&mut *conn, "w", &outcomes)
+        .await
+        .unwrap();
+    assert!(
+        finished
+            .iter()
+            .all(|result| matches!(result, FinishResult::Recorded { .. })),
+        "{finished:?}"
+    );
 }
 
 /// 400 jobs written in one statement fill pages as far as the table lets
@@ -67,18 +85,7 @@ async fn a_claim_and_a_completion_keep_the_job_in_its_page(pool: PgPool) {
     assert_eq!(claimed_ids, expected, "the claim took the oldest jobs");
     assert_eq!(pages_of(&pool, &on_first_page).await, vec![first_page; 5]);
 
-    let outcomes: Vec<_> = claimed
-        .iter()
-        .map(|job| (job.lease, FinishOutcome::Succeeded))
-        .collect();
-    let finished = jobwire_core::finish_many(&pool, "w", &outcomes)
-        .await
-        .unwrap();
-    assert!(
-        finished
-            .iter()
-            .all(|result| matches!(result, FinishResult::Recorded { .. }))
-    );
+    complete_all(&mut pool.acquire().await.unwrap(), &claimed).await;
     assert_eq!(pages_of(&pool, &on_first_page).await, vec![first_page; 5]);
 }
 
@@ -137,18 +144,7 @@ async fn a_tenant_slot_changes_holder_without_an_index_write(pool: PgPool) {
         .await
         .unwrap();
     assert_eq!(claimed.len(), 5, "the cap lets all five run");
-    let outcomes: Vec<_> = claimed
-        .iter()
-        .map(|job| (job.lease, FinishOutcome::Succeeded))
-        .collect();
-    let finished = jobwire_core::finish_many(&mut *tx, "w", &outcomes)
-        .await
-        .unwrap();
-    assert!(
-        finished
-            .iter()
-            .all(|result| matches!(result, FinishResult::Recorded { .. }))
-    );
+    complete_all(&mut tx, &claimed).await;
     let (updated, heap_only, held): (i64, i64, i64) = sqlx::query_as(
         "SELECT pg_stat_get_xact_tuples_updated('job_tenant_slots'::regclass),
                 pg_stat_get_xact_tuples_hot_updated('job_tenant_slots'::regclass),
@@ -228,11 +224,7 @@ async fn a_claim_and_a_completion_do_not_check_unchanging_columns_again(pool: Pg
         .await
         .unwrap();
     assert_eq!(claimed.len(), 1);
-    let finished =
-        jobwire_core::finish_many(&pool, "w", &[(claimed[0].lease, FinishOutcome::Succeeded)])
-            .await
-            .unwrap();
-    assert!(matches!(finished[0], FinishResult::Recorded { .. }));
+    complete_all(&mut pool.acquire().await.unwrap(), &claimed).await;
 
     let insert = "INSERT INTO jobs (job_id, queue, job_type, payload, traceparent)
                   VALUES (gen_random_uuid(), 'q', 'work', $1, $2)";

@@ -210,29 +210,9 @@ async fn a_poison_row_is_moved_aside_and_the_rows_behind_it_are_published(pool: 
     .fetch_all(&pool)
     .await
     .unwrap();
-    let mut subscriber = transport
-        .subscribe(&topic, &SubscribeOptions::default())
-        .await
-        .unwrap();
-    let config = RelayConfig {
-        max_attempts: 3,
-        ..fast_config()
-    };
-    let relay = RunningRelay::start(&pool, transport.clone(), config);
-    let received = drain_subscriber(subscriber.as_mut(), 3, Duration::from_secs(60))
-        .await
-        .unwrap();
-    wait_for_empty_outbox(&pool, Duration::from_secs(30)).await;
-    let report = relay.stop().await;
-    subscriber.close().await.unwrap();
-
-    let got: HashSet<i64> = received.iter().map(|(_, id)| *id).collect();
+    let (got, (dead_id, attempts, error), report) =
+        relay_until_one_row_is_moved_aside(&pool, transport, &topic, 3).await;
     assert_eq!(got, HashSet::from([ids[0], ids[2], ids[3]]));
-    let (dead_id, attempts, error): (i64, i32, String) =
-        sqlx::query_as("SELECT id, attempts, last_error FROM job_outbox_dead")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
     assert_eq!((dead_id, attempts), (ids[1], 3));
     assert!(error.contains("limit"), "{error}");
     assert_eq!((report.moved_aside, report.failed_attempts), (1, 3));
@@ -260,33 +240,44 @@ async fn a_destination_the_broker_refuses_is_moved_aside_and_other_topics_are_pu
     .fetch_all(&pool)
     .await
     .unwrap();
-    let transport = rabbit();
+    let (got, (dead_id, attempts, error), report) =
+        relay_until_one_row_is_moved_aside(&pool, rabbit(), &good, 2).await;
+    assert_eq!(got, HashSet::from([ids[0], ids[2]]));
+    assert_eq!((dead_id, attempts), (ids[1], 3));
+    assert!(error.contains("ACCESS_REFUSED"), "{error}");
+    assert_eq!((report.moved_aside, report.failed_attempts), (1, 3));
+}
+
+/// Relay the outbox as it stands, three attempts per row, until `expected`
+/// messages have reached `topic`'s subscriber and the outbox is empty: the
+/// outbox ids received, the one dead letter (id, attempts, last error) and
+/// the relay's report.
+async fn relay_until_one_row_is_moved_aside(
+    pool: &PgPool,
+    transport: Arc<dyn Transport>,
+    topic: &str,
+    expected: usize,
+) -> (HashSet<i64>, (i64, i32, String), RelayReport) {
     let mut subscriber = transport
-        .subscribe(&good, &SubscribeOptions::default())
+        .subscribe(topic, &SubscribeOptions::default())
         .await
         .unwrap();
     let config = RelayConfig {
         max_attempts: 3,
         ..fast_config()
     };
-    let relay = RunningRelay::start(&pool, transport.clone(), config);
-    let received = drain_subscriber(subscriber.as_mut(), 2, Duration::from_secs(60))
+    let relay = RunningRelay::start(pool, transport.clone(), config);
+    let received = drain_subscriber(subscriber.as_mut(), expected, Duration::from_secs(60))
         .await
         .unwrap();
-    wait_for_empty_outbox(&pool, Duration::from_secs(30)).await;
+    wait_for_empty_outbox(pool, Duration::from_secs(30)).await;
     let report = relay.stop().await;
     subscriber.close().await.unwrap();
-
-    let got: HashSet<i64> = received.iter().map(|(_, id)| *id).collect();
-    assert_eq!(got, HashSet::from([ids[0], ids[2]]));
-    let (dead_id, attempts, error): (i64, i32, String) =
-        sqlx::query_as("SELECT id, attempts, last_error FROM job_outbox_dead")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-    assert_eq!((dead_id, attempts), (ids[1], 3));
-    assert!(error.contains("ACCESS_REFUSED"), "{error}");
-    assert_eq!((report.moved_aside, report.failed_attempts), (1, 3));
+    let dead = sqlx::query_as("SELECT id, attempts, last_error FROM job_outbox_dead")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    (received.iter().map(|(_, id)| *id).collect(), dead, report)
 }
 
 async fn assert_per_key_order(
