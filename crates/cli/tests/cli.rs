@@ -33,6 +33,14 @@ fn assert_says(output: &str, needle: &str) {
     assert!(output.contains(needle), "expected {needle:?} in:\n{output}");
 }
 
+/// A fresh database with the schema, and a pool on it.
+async fn migrated_database() -> (FreshDatabase, PgPool) {
+    let db = FreshDatabase::create().await;
+    assert!(jobwire(&db.url, &["migrate"]).status.success());
+    let pool = db.pool().await;
+    (db, pool)
+}
+
 #[tokio::test]
 async fn the_demo_runs_to_completion_on_every_path() {
     for path in ["postgres", "rabbitmq", "sqs", "kafka"] {
@@ -642,9 +650,7 @@ async fn enqueue_limits_from_the_command_line() {
 /// operator there (JobwireLeasesNotSwept).
 #[tokio::test]
 async fn status_says_a_lease_has_expired_and_waits_for_the_sweeper() {
-    let db = FreshDatabase::create().await;
-    assert!(jobwire(&db.url, &["migrate"]).status.success());
-    let pool = db.pool().await;
+    let (db, pool) = migrated_database().await;
     let job_id: Uuid = sqlx::query_scalar(
         "INSERT INTO jobs (job_id, job_type, state, attempt_count, lease_generation,
                            lease_owner, lease_expires_at, heartbeat_at)
@@ -664,9 +670,7 @@ async fn status_says_a_lease_has_expired_and_waits_for_the_sweeper() {
 
 #[tokio::test]
 async fn dead_letters_are_listed_and_replayed_from_the_command_line() {
-    let db = FreshDatabase::create().await;
-    assert!(jobwire(&db.url, &["migrate"]).status.success());
-    let pool = db.pool().await;
+    let (db, pool) = migrated_database().await;
     let failed: Uuid = sqlx::query_scalar(
         "INSERT INTO jobs (job_id, job_type, state, attempt_count, finished_at, last_error_code, last_error)
          VALUES (jobwire_uuidv7(), 'deliver_webhook', 'FAILED', 1, now(), 'HTTP_503', 'upstream said 503')

@@ -11,7 +11,7 @@ use sqlx::PgConnection;
 use crate::{KeyOrdering, Relay, RelayError, RelayStats, TopicLane};
 
 /// What one pass did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PassOutcome {
     /// Rows claimed.
     pub claimed: usize,
@@ -23,6 +23,9 @@ pub struct PassOutcome {
     pub moved_aside: usize,
     /// Every claimed row failed as unavailable: the broker is down.
     pub broker_down: bool,
+    /// Why, when `broker_down`: the transport's reason for the first row, or
+    /// the publish budget that ran out.
+    pub unavailable: Option<String>,
     /// The pass claimed as many rows as it asked for: there is probably more.
     pub full: bool,
 }
@@ -150,6 +153,10 @@ impl Relay {
                 claimed: rows.len(),
                 failed: rows.len(),
                 broker_down: true,
+                unavailable: Some(format!(
+                    "no answer within the publish budget of {} ms",
+                    budget.as_millis()
+                )),
                 ..PassOutcome::default()
             });
         };
@@ -212,13 +219,10 @@ impl Relay {
         let broker_down = results
             .iter()
             .all(|result| matches!(result, Err(PublishError::Unavailable(_))));
-        if let (true, Some(Err(PublishError::Unavailable(reason)))) = (broker_down, results.first())
-        {
-            *self
-                .unavailable_reason
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reason.clone());
-        }
+        let first_unavailable = match results.first() {
+            Some(Err(PublishError::Unavailable(reason))) => Some(reason.clone()),
+            _ => None,
+        };
         let ordered = matches!(self.config.ordering, KeyOrdering::PerKey { .. });
         let mut held_back_keys: HashSet<Option<&str>> = HashSet::new();
         let mut published = Vec::new();
@@ -275,6 +279,9 @@ impl Relay {
             );
         }
         outcome.broker_down = broker_down;
+        if broker_down {
+            outcome.unavailable = first_unavailable;
+        }
         outcome.published = published.len();
         outcome.moved_aside = dead_ids.len();
         if !published.is_empty() {

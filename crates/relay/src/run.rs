@@ -28,9 +28,6 @@ pub struct Relay {
     /// Rows per pass now: `config.batch_size`, halved while the broker is
     /// too slow to take a whole batch within the pass's publish budget.
     pub(crate) batch: AtomicUsize,
-    /// Why the last pass found the broker unavailable, for the line that
-    /// says the relay backs off.
-    pub(crate) unavailable_reason: std::sync::Mutex<Option<String>>,
 }
 
 impl Relay {
@@ -40,7 +37,6 @@ impl Relay {
             pool,
             transport,
             batch: AtomicUsize::new(config.batch_size),
-            unavailable_reason: std::sync::Mutex::new(None),
             config,
             stats: Arc::new(RelayStats::default()),
         }
@@ -62,6 +58,9 @@ impl Relay {
             total.failed += outcome.failed;
             total.moved_aside += outcome.moved_aside;
             total.broker_down |= outcome.broker_down;
+            if outcome.broker_down {
+                total.unavailable = outcome.unavailable.clone();
+            }
             if !outcome.full || outcome.broker_down {
                 return Ok(total);
             }
@@ -165,15 +164,9 @@ impl Relay {
             match passed {
                 Ok(outcome) if outcome.broker_down => {
                     let pause = backoff.next_after_failure();
-                    let reason = self
-                        .unavailable_reason
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .take()
-                        .unwrap_or_else(|| "slower than the publish budget".to_owned());
                     tracing::warn!(
                         transport = self.transport.name(),
-                        %reason,
+                        reason = outcome.unavailable.as_deref().unwrap_or("unknown"),
                         ?pause,
                         "broker unavailable; backing off"
                     );

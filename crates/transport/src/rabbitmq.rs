@@ -93,15 +93,11 @@ impl Session {
     /// A session whose channel is in confirm mode.
     async fn open_for_publishing(config: &RabbitConfig) -> Result<Self, String> {
         let session = Session::open(config).await?;
-        match session
-            .channel
-            .confirm_select(ConfirmSelectOptions::default())
-            .await
-        {
+        match enable_confirms(&session.channel).await {
             Ok(()) => Ok(session),
-            Err(err) => {
+            Err(reason) => {
                 session.close().await;
-                Err(format!("cannot enable publisher confirms: {err}"))
+                Err(reason)
             }
         }
     }
@@ -140,10 +136,7 @@ impl Session {
             .create_channel()
             .await
             .map_err(|err| format!("cannot open a channel: {err}"))?;
-        channel
-            .confirm_select(ConfirmSelectOptions::default())
-            .await
-            .map_err(|err| format!("cannot enable publisher confirms: {err}"))?;
+        enable_confirms(&channel).await?;
         self.channel = channel;
         Ok(())
     }
@@ -152,6 +145,14 @@ impl Session {
         let _ = self.channel.close(200, "bye".into()).await;
         let _ = self.connection.close(200, "bye".into()).await;
     }
+}
+
+/// Put a publishing channel in confirm mode.
+async fn enable_confirms(channel: &Channel) -> Result<(), String> {
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .map_err(|err| format!("cannot enable publisher confirms: {err}"))
 }
 
 /// Why a queue could not be declared.
