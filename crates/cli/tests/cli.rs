@@ -828,3 +828,118 @@ async fn queues_are_listed_paused_and_resumed_from_the_command_line() {
     pool.close().await;
     db.drop_database().await;
 }
+
+#[tokio::test]
+async fn retention_periods_are_set_from_the_command_line() {
+    let (db, pool) = migrated_database().await;
+    // Two finished jobs in `jobs`, two archived ones in `jobs_history`; the
+    // defaults (1 h, 30 days) would move the first pair and keep the second.
+    let [moved, kept, trimmed, left] = [
+        Uuid::now_v7(),
+        Uuid::now_v7(),
+        Uuid::now_v7(),
+        Uuid::now_v7(),
+    ];
+    sqlx::query(
+        "INSERT INTO jobs (job_id, queue, job_type, state, attempt_count, lease_generation, finished_at)
+         VALUES ($1, 'keep', 'noop', 'SUCCEEDED', 1, 1, now() - interval '4 hours'),
+                ($2, 'keep', 'noop', 'SUCCEEDED', 1, 1, now() - interval '2 hours')",
+    )
+    .bind(moved)
+    .bind(kept)
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO jobs_history (job_id, queue, job_type, state, finished_at, archived_at)
+         VALUES ($1, 'keep', 'noop', 'SUCCEEDED', now() - interval '11 days', now() - interval '10 days'),
+                ($2, 'keep', 'noop', 'SUCCEEDED', now() - interval '3 days', now() - interval '2 days')",
+    )
+    .bind(trimmed)
+    .bind(left)
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    let mut worker = Command::new(JOBWIRE)
+        .args([
+            "worker",
+            "--queue",
+            "keep=1",
+            "--keep-finished",
+            "3h",
+            "--keep-history",
+            "5days",
+            "--no-sweeper",
+            "--no-reconciler",
+            "--no-scheduler",
+        ])
+        .env("DATABASE_URL", &db.url)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // A pass archives, then trims: once the old history row is gone, the
+    // pass's archiving is over.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while sqlx::query_scalar::<_, bool>(
+        "SELECT EXISTS (SELECT 1 FROM jobs_history WHERE job_id = $1)",
+    )
+    .bind(trimmed)
+    .fetch_one(&pool)
+    .await
+    .unwrap()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the retention pass never trimmed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+    let in_jobs: Vec<Uuid> = sqlx::query_scalar("SELECT job_id FROM jobs ORDER BY job_id")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        in_jobs,
+        vec![kept],
+        "finished 2 h ago stays under --keep-finished 3h"
+    );
+    let in_history: Vec<Uuid> =
+        sqlx::query_scalar("SELECT job_id FROM jobs_history ORDER BY job_id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    let mut expected = vec![moved, left];
+    expected.sort();
+    assert_eq!(
+        in_history, expected,
+        "archived 2 days ago stays under --keep-history 5days"
+    );
+
+    // Bad periods are refused before the worker starts, with the form to use.
+    for (args, says) in [
+        (["--keep-history", "0s"], "write `forever` to keep them all"),
+        (
+            ["--keep-finished", "a while"],
+            "write it like 90m, 12h, 7days or 2weeks",
+        ),
+    ] {
+        let mut command = vec!["worker", "--queue", "keep=1"];
+        command.extend(args);
+        let refused = jobwire(&db.url, &command);
+        assert!(!refused.status.success());
+        assert_says(&stderr(&refused), says);
+    }
+    let refused = jobwire(
+        &db.url,
+        &["worker", "--no-retention", "--keep-audit", "forever"],
+    );
+    assert!(!refused.status.success());
+    assert_says(&stderr(&refused), "cannot be used with");
+    pool.close().await;
+    db.drop_database().await;
+}

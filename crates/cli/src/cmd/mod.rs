@@ -14,6 +14,7 @@ pub(crate) mod queue;
 pub(crate) mod queue_state;
 pub(crate) mod relay;
 pub(crate) mod replay;
+pub(crate) mod retention_args;
 pub(crate) mod schedule;
 pub(crate) mod serve;
 pub(crate) mod status;

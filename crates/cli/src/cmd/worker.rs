@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use jobwire_consumer::maintenance::{
-    MaintenanceConfig, ReconcilerConfig, RetentionConfig, SchedulerConfig, SweeperConfig,
+    MaintenanceConfig, ReconcilerConfig, SchedulerConfig, SweeperConfig,
 };
 use jobwire_consumer::{
     HandlerOptions, HandlerRegistry, QueueConfig, RuntimeConfig, Worker, WorkerConfig,
@@ -61,10 +61,8 @@ pub(crate) struct WorkerArgs {
     /// Do not run the scheduler (firing due schedules) in this process.
     #[arg(long)]
     no_scheduler: bool,
-    /// Do not run retention (moving finished jobs to jobs_history, trimming
-    /// the side tables) in this process.
-    #[arg(long)]
-    no_retention: bool,
+    #[command(flatten)]
+    retention: super::retention_args::RetentionArgs,
     /// Seconds a due job of a broker queue may wait for its wake-up before
     /// the reconciler re-wakes it.
     #[arg(long, default_value_t = 60)]
@@ -170,7 +168,7 @@ pub(crate) async fn serve(pool: PgPool, args: WorkerArgs, with_relay: bool) -> R
             interval: Duration::from_millis(args.sweep_interval_ms),
             ..SweeperConfig::default()
         }),
-        retention: (!args.no_retention).then(RetentionConfig::default),
+        retention: args.retention.config(),
         reconciler: (!args.no_reconciler).then(|| ReconcilerConfig {
             grace: Duration::from_secs(args.reconcile_grace_s),
             interval: Duration::from_millis(args.reconcile_interval_ms),
