@@ -943,3 +943,50 @@ async fn retention_periods_are_set_from_the_command_line() {
     pool.close().await;
     db.drop_database().await;
 }
+
+#[tokio::test]
+async fn a_schedule_nothing_fires_is_shown_as_overdue() {
+    let (db, pool) = migrated_database().await;
+    let put = jobwire(
+        &db.url,
+        &[
+            "schedule",
+            "put",
+            "hourly",
+            "--cron",
+            "0 * * * *",
+            "--type",
+            "noop",
+        ],
+    );
+    assert!(put.status.success(), "{}", stderr(&put));
+    let fresh = jobwire(&db.url, &["schedule", "show", "hourly"]);
+    assert!(fresh.status.success(), "{}", stderr(&fresh));
+    assert!(!stdout(&fresh).contains("OVERDUE"), "{}", stdout(&fresh));
+
+    // No worker ran for three hours: the next occurrence is long past.
+    sqlx::query(
+        "UPDATE job_schedules SET next_run_at = date_trunc('hour', now()) - interval '3 hours'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let late = jobwire(&db.url, &["schedule", "show", "hourly"]);
+    assert!(late.status.success(), "{}", stderr(&late));
+    let shown = stdout(&late);
+    assert_says(&shown, "OVERDUE by ");
+    assert_says(&shown, "nothing fires schedules");
+    let next_lines: Vec<&str> = shown
+        .lines()
+        .filter(|line| line.contains("next  "))
+        .collect();
+    assert_eq!(next_lines.len(), 3, "{shown}");
+    assert!(
+        next_lines.iter().all(|line| line.contains("OVERDUE")),
+        "{shown}"
+    );
+    let listed = jobwire(&db.url, &["schedule", "list"]);
+    assert_says(&stdout(&listed), "OVERDUE by ");
+    pool.close().await;
+    db.drop_database().await;
+}

@@ -2,6 +2,7 @@
 //! resumed and removed. The schedulers inside `jobwire worker` / `run` fire them.
 
 use anyhow::{Context, Result, bail};
+use chrono::{DateTime, Utc};
 use jobwire_core::{MissedRuns, Schedule, ScheduleSpec};
 
 use super::enqueue::JobFields;
@@ -87,8 +88,9 @@ pub(crate) async fn schedule(pool: &PgPool, command: ScheduleCommand) -> Result<
             if schedules.is_empty() {
                 println!("no schedules");
             }
+            let now = jobwire_core::database_now(pool).await?;
             for schedule in &schedules {
-                print_schedule(schedule)?;
+                print_schedule(schedule, now)?;
                 println!();
             }
             Ok(())
@@ -97,7 +99,7 @@ pub(crate) async fn schedule(pool: &PgPool, command: ScheduleCommand) -> Result<
             let schedule = jobwire_core::get_schedule(pool, &name)
                 .await?
                 .with_context(|| format!("no schedule is called {name:?}"))?;
-            print_schedule(&schedule)
+            print_schedule(&schedule, jobwire_core::database_now(pool).await?)
         }
         ScheduleCommand::Pause { name } => {
             if !jobwire_core::set_schedule_paused(pool, &name, true).await? {
@@ -138,12 +140,18 @@ async fn put(pool: &PgPool, args: PutArgs) -> Result<()> {
         if created { "created" } else { "replaced" }
     );
     if let Some(schedule) = jobwire_core::get_schedule(pool, &args.name).await? {
-        print_schedule(&schedule)?;
+        print_schedule(&schedule, jobwire_core::database_now(pool).await?)?;
     }
     Ok(())
 }
 
-fn print_schedule(schedule: &Schedule) -> Result<()> {
+/// How late an occurrence may be before it is shown as overdue: the
+/// scheduler looks every half second, so anything this late means that no
+/// process is firing schedules.
+const OVERDUE_AFTER: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
+
+/// `now` is the database's clock, which the scheduler fires by.
+fn print_schedule(schedule: &Schedule, now: DateTime<Utc>) -> Result<()> {
     let zone: chrono_tz::Tz = schedule.timezone.parse().unwrap_or(chrono_tz::UTC);
     println!(
         "{}  {}  ({}){}",
@@ -168,11 +176,22 @@ fn print_schedule(schedule: &Schedule) -> Result<()> {
         Some(at) => println!("  last fired {}", at.to_rfc3339()),
         None => println!("  last fired never"),
     }
-    for at in schedule.upcoming(3)? {
+    for (i, at) in schedule.upcoming(3)?.into_iter().enumerate() {
+        let late = now - at;
+        let overdue = match i {
+            _ if late <= OVERDUE_AFTER => String::new(),
+            0 => format!(
+                "  OVERDUE by {}: nothing fires schedules (every `jobwire worker` and `jobwire run` does, unless started with --no-scheduler)",
+                humantime::format_duration(std::time::Duration::from_secs(
+                    late.num_seconds().unsigned_abs()
+                ))
+            ),
+            _ => "  OVERDUE".into(),
+        };
         println!(
-            "  next       {}  ({})",
+            "  next       {}  ({}){overdue}",
             at.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S %Z"),
-            at.format("%Y-%m-%dT%H:%M:%SZ")
+            at.format("%Y-%m-%dT%H:%M:%SZ"),
         );
     }
     Ok(())
