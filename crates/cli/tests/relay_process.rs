@@ -202,4 +202,5 @@ async fn a_relay_that_cannot_log_in_says_so_at_start() {
         "the report gives the broker's reason: {reported}"
     );
     assert!(still_running, "the relay keeps running: {reported}");
+    db.drop_database().await;
 }
