@@ -24,12 +24,12 @@ pub(crate) struct RetentionArgs {
     /// How long SUCCEEDED and CANCELLED jobs stay in `jobs` after they
     /// finish, before they move to `jobs_history` (e.g. 15m, 6h, 2days).
     #[arg(long, value_name = "DURATION",
-          default_value_t = KeepFor::from(RetentionConfig::default().keep_finished))]
+          default_value_t = KeepFor(RetentionConfig::default().keep_finished))]
     keep_finished: KeepFor,
     /// How long FAILED jobs (the dead letters, replayable) stay in `jobs`
     /// after they fail, before they move to `jobs_history`.
     #[arg(long, value_name = "DURATION",
-          default_value_t = KeepFor::from(RetentionConfig::default().keep_failed))]
+          default_value_t = KeepFor(RetentionConfig::default().keep_failed))]
     keep_failed: KeepFor,
     /// How long archived jobs stay in `jobs_history`, or `forever`.
     #[arg(long, value_name = "DURATION|forever",
@@ -71,12 +71,6 @@ impl RetentionArgs {
 /// How long finished jobs stay in `jobs`; zero moves them at the next pass.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct KeepFor(Duration);
-
-impl From<Duration> for KeepFor {
-    fn from(keep: Duration) -> Self {
-        KeepFor(keep)
-    }
-}
 
 impl FromStr for KeepFor {
     type Err = String;
