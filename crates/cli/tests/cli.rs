@@ -727,6 +727,26 @@ async fn dead_letters_are_listed_and_replayed_from_the_command_line() {
     let listed = stdout(&jobwire(&db.url, &["outbox", "dead-letters"]));
     let today = chrono::Utc::now().format("%Y-%m-%d ").to_string();
     assert_says(&listed, &today);
+    // An empty --error would match every row of the topic: refused, and
+    // nothing moves.
+    let blank = jobwire(
+        &db.url,
+        &[
+            "outbox",
+            "replay",
+            "--topic",
+            "jobwire-webhooks",
+            "--error",
+            "",
+        ],
+    );
+    assert!(!blank.status.success(), "an empty --error was accepted");
+    assert_says(&stderr(&blank), "--error must not be empty");
+    let still_dead: i64 = sqlx::query_scalar("SELECT count(*) FROM job_outbox_dead")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(still_dead, 2);
     // A group is named by its error's first words as well as by the whole
     // error; a group that matches nothing is an error.
     let by_words = jobwire(

@@ -91,6 +91,18 @@ async fn outbox_dead_letters_are_grouped_and_moved_back_with_an_audit(pool: PgPo
         .await
         .unwrap_err();
     assert_eq!(err.code(), "INVALID_ARGUMENT");
+    // An empty error beginning would match every row: refused, not run.
+    for blank in ["", "  "] {
+        let everything = OutboxReplayFilter {
+            last_error: Some(blank.into()),
+            ..OutboxReplayFilter::default()
+        };
+        let err = jobwire_core::replay_outbox_dead(&pool, &everything, "ops", "x")
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "INVALID_ARGUMENT");
+        assert!(err.to_string().contains("last_error"), "{err}");
+    }
     assert_eq!(
         count(&pool, "SELECT count(*) FROM job_outbox_dead").await,
         1

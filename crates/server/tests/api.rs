@@ -365,7 +365,23 @@ async fn dead_letters_queues_and_health(pool: PgPool) {
             .unwrap(),
     )
     .await;
-    assert_eq!((status, body["paused"].clone()), (200, json!(true)));
+    assert_eq!(
+        (status, body["paused"].clone(), body["known"].clone()),
+        (200, json!(true), json!(true))
+    );
+    // A name no queue had is paused all the same (ahead of its first job),
+    // and the answer says it was unknown: most often a typo.
+    let (status, body) = parts(
+        api.post("/queues/defualt/pause", &api.admin)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, body["paused"].clone(), body["known"].clone()),
+        (200, json!(true), json!(false))
+    );
     // Paused: nothing is claimed.
     let claimed = jobwire_core::claim_batch(
         &pool,

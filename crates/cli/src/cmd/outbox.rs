@@ -86,6 +86,12 @@ async fn replay(pool: &PgPool, args: OutboxReplayArgs) -> Result<()> {
     if args.ids.is_empty() && args.topic.is_none() && args.error.is_none() {
         bail!("name outbox ids with --id, or a group with --topic and/or --error");
     }
+    if args.error.as_deref().is_some_and(|e| e.trim().is_empty()) {
+        bail!(
+            "--error must not be empty: every error begins with nothing, so it would replay \
+             the whole topic; leave --error out if that is what you mean"
+        );
+    }
     if args.batch_size < 1 {
         bail!("--batch-size must be at least 1");
     }

@@ -43,10 +43,7 @@ pub(crate) async fn list(pool: &PgPool, json: bool) -> Result<()> {
 /// holds no job is allowed (to pause it before its first job), but is most
 /// often a typo, so it is said.
 pub(crate) async fn set_paused(pool: &PgPool, queue: &str, paused: bool) -> Result<()> {
-    let known = jobwire_core::queue_overview(pool)
-        .await?
-        .iter()
-        .any(|overview| overview.queue == queue);
+    let known = jobwire_core::queue_is_known(pool, queue).await?;
     if paused {
         jobwire_core::set_queue_paused(pool, queue, true).await?;
         println!("queue {queue:?} paused: no job of it is claimed, on either path; enqueues go on");

@@ -52,7 +52,9 @@ pub use maintenance::{
     trim_side_table,
 };
 pub use outbox::{OutboxDeadGroup, OutboxReplayFilter, outbox_dead_groups, replay_outbox_dead};
-pub use queues::{queue_dispatch, resume_queue, set_queue_dispatch, set_queue_paused};
+pub use queues::{
+    queue_dispatch, queue_is_known, resume_queue, set_queue_dispatch, set_queue_paused,
+};
 pub use schedules::{
     FireReport, MAX_JITTER_SECONDS, MissedRuns, ON_TIME, Schedule, ScheduleSpec, delete_schedule,
     fire_due_schedules, get_schedule, list_schedules, put_schedule, set_schedule_paused,

@@ -80,6 +80,20 @@ pub async fn replay_outbox_dead<'c, E: PgExecutor<'c>>(
             reason: "must be at least 1".into(),
         });
     }
+    // Every error begins with nothing: an empty beginning would replay the
+    // whole topic (or every topic) while reading like a narrow filter.
+    if filter
+        .last_error
+        .as_deref()
+        .is_some_and(|error| error.trim().is_empty())
+    {
+        return Err(Error::InvalidArgument {
+            argument: "last_error",
+            reason: "an empty beginning matches every error; leave it out to replay \
+                     a whole topic"
+                .into(),
+        });
+    }
     Ok(
         sqlx::query_scalar(include_str!("../../sql/replay_outbox_dead.sql"))
             .bind(&filter.topic)

@@ -60,6 +60,19 @@ pub async fn resume_queue<'c, E: PgExecutor<'c>>(executor: E, queue: &str) -> Re
     Ok(u64::try_from(woken).unwrap_or(0))
 }
 
+/// Whether `queue` was declared or holds a job: the queues
+/// [`crate::queue_overview`] lists. Pausing a queue that is neither is
+/// allowed (to pause it before its first job) but is most often a typo, so
+/// callers say so; ask before pausing, which declares it.
+pub async fn queue_is_known<'c, E: PgExecutor<'c>>(executor: E, queue: &str) -> Result<bool> {
+    Ok(
+        sqlx::query_scalar(include_str!("../../sql/queue_is_known.sql"))
+            .bind(queue)
+            .fetch_one(executor)
+            .await?,
+    )
+}
+
 /// How `queue` is dispatched, as the database says (no row: PostgreSQL).
 pub async fn queue_dispatch<'c, E: PgExecutor<'c>>(executor: E, queue: &str) -> Result<Dispatch> {
     let row: Option<(String, Option<String>)> =

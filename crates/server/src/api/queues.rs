@@ -94,6 +94,10 @@ pub(crate) async fn list_queues(
 pub(crate) struct QueuePaused {
     queue: String,
     paused: bool,
+    /// False when no queue of this name was declared or held a job before
+    /// this call: allowed (a queue may be paused before its first job), but
+    /// most often a mistyped name. Check it against `GET /queues`.
+    known: bool,
 }
 
 async fn set_paused(
@@ -102,9 +106,15 @@ async fn set_paused(
     queue: String,
     paused: bool,
 ) -> Result<Json<QueuePaused>, ApiError> {
+    // Asked first: pausing declares the queue.
+    let known = jobwire_core::queue_is_known(&state.pool, &queue).await?;
     jobwire_core::set_queue_paused(&state.pool, &queue, paused).await?;
-    tracing::info!(actor = %token.name, %queue, paused, "queue pause changed");
-    Ok(Json(QueuePaused { queue, paused }))
+    tracing::info!(actor = %token.name, %queue, paused, known, "queue pause changed");
+    Ok(Json(QueuePaused {
+        queue,
+        paused,
+        known,
+    }))
 }
 
 /// Pause a queue: nothing claims its jobs, on either path, until it is
