@@ -15,6 +15,10 @@ pub struct PathUnderTest {
     pub transport: Option<Arc<dyn Transport>>,
     /// Jobs for this path (SQS against an emulator is scaled down).
     pub jobs: usize,
+    /// Jobs of the drain run (the others use [`PathUnderTest::jobs`]): a
+    /// drain long enough to outweigh the worker's start, without an end to
+    /// end run as long.
+    pub drain_jobs: usize,
     /// Outbox rows for the relay-alone run.
     pub relay_rows: usize,
     /// Bulk jobs queued before the urgent stream starts.

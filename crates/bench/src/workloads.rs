@@ -26,6 +26,10 @@ fn payload(config: &BenchConfig, i: usize) -> serde_json::Value {
 
 /// Drain: enqueue all jobs first, then time the worker (and relay).
 pub async fn drain(pool: &PgPool, path: &PathUnderTest, config: &BenchConfig) -> Result<RunResult> {
+    let path = &PathUnderTest {
+        jobs: path.drain_jobs,
+        ..path.clone()
+    };
     let (queue, _) = fresh_queue(pool, path, "drain").await?;
     enqueue_up_front(pool, &queue, path.jobs, config).await?;
     Measurement::begin(pool, path, queue, config)

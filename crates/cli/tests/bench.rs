@@ -19,6 +19,8 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
     let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_jobwire"))
         .args(["bench", "--paths", &PATHS.join(",")])
         .args(["--jobs", "300", "--sqs-jobs", "100", "--relay-rows", "300"])
+        // A longer drain than the other runs (not on SQS).
+        .args(["--drain-jobs", "400"])
         .args([
             "--workers",
             "16",
@@ -71,8 +73,12 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
     for result in results {
         let broker = result["path"] != "postgres";
         let jobs = if result["path"] == "sqs" { 100 } else { 300 };
+        let drain_jobs = if result["path"] == "sqs" { 100 } else { 400 };
+        assert_eq!(result["drain"]["jobs"], drain_jobs, "{result}");
         for run in ["drain", "end_to_end", "end_to_end_batched"] {
-            assert_eq!(result[run]["jobs"], jobs, "{result}");
+            if run != "drain" {
+                assert_eq!(result[run]["jobs"], jobs, "{result}");
+            }
             assert_eq!(result[run]["lost_or_repeated"], 0, "{result}");
             assert!(
                 result[run]["cost"]["commits_per_job"].as_f64().unwrap() > 0.0,
@@ -191,11 +197,12 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
     .fetch_one(&pool)
     .await
     .unwrap();
-    // Per path: drain + two single-job end-to-end runs + batched, 100
-    // steady-rate jobs, the bulk backlog of 300 and 20 urgent jobs, and two
+    // Per path: a drain of 400 (100 on SQS), two single-job end-to-end
+    // runs and a batched one of 300 (100 on SQS), 100 steady-rate jobs, the bulk backlog of 300 and 20 urgent jobs, and two
     // noisy-tenant runs of 300 + 100 jobs.
     let noisy = 2 * (300 + 100);
-    let expected = 4 * (4 * 300 + 100 + 300 + 20 + noisy) + (4 * 100 + 100 + 300 + 20 + noisy);
+    let expected =
+        4 * (400 + 3 * 300 + 100 + 300 + 20 + noisy) + (4 * 100 + 100 + 300 + 20 + noisy);
     assert_eq!((jobs, good), (expected, expected));
     let outbox_left: i64 = sqlx::query_scalar("SELECT count(*) FROM job_outbox")
         .fetch_one(&pool)

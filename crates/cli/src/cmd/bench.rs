@@ -20,6 +20,12 @@ pub(crate) struct BenchArgs {
     /// Jobs per run.
     #[arg(long, default_value_t = 10_000)]
     jobs: usize,
+    /// Jobs of the drain run only (default: --jobs). A drain of 10,000 jobs
+    /// lasts about a second, where the worker's start weighs; this makes it
+    /// longer without lengthening the end-to-end runs. Not on SQS, whose
+    /// runs all use --sqs-jobs.
+    #[arg(long)]
+    drain_jobs: Option<usize>,
     /// Jobs per run on SQS (the local emulator slows down as queues fill).
     #[arg(long, default_value_t = 1_000)]
     sqs_jobs: usize,
@@ -134,6 +140,7 @@ pub(crate) async fn bench(pool: PgPool, args: BenchArgs) -> Result<()> {
             name: format!("{kind:?}").to_lowercase(),
             transport: args.broker.transport(*kind).await?,
             jobs: pick(on_sqs, args.sqs_jobs, args.jobs),
+            drain_jobs: pick(on_sqs, args.sqs_jobs, args.drain_jobs.unwrap_or(args.jobs)),
             relay_rows: pick(on_sqs, args.sqs_jobs, args.relay_rows),
             burst_jobs: pick(on_sqs, args.sqs_burst_jobs, args.burst_jobs),
             rate: pick(on_sqs, args.sqs_rate, args.rate),
