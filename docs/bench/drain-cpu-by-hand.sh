@@ -18,17 +18,11 @@
 # Drops and recreates database DB (default jobwire_drain_cpu) on the local
 # PostgreSQL; run nothing else on the machine beside it.
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 BIN=${BIN:-target/release/jobwire}
 DB=${DB:-jobwire_drain_cpu}
 N=${N:-200000}
 PSQL=(psql -h 127.0.0.1 -U postgres -X -q)
-# Whether a job is unfinished, answered from the partial indexes that hold
-# only unfinished rows (sequential scans off). `count(*) ... WHERE state <>
-# 'SUCCEEDED'` read every finished row: a parallel scan every 0.1 s that took
-# most of a core from the drain being timed.
-UNFINISHED="SET enable_seqscan = off; SET max_parallel_workers_per_gather = 0;
-    SELECT EXISTS (SELECT 1 FROM jobs WHERE state IN ('QUEUED', 'RETRY_WAIT'))
-        OR EXISTS (SELECT 1 FROM jobs WHERE state IN ('RUNNING', 'CANCEL_REQUESTED'))"
 "${PSQL[@]}" -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" 2>/dev/null
 export DATABASE_URL=postgres://postgres@127.0.0.1:5432/$DB
 "$BIN" migrate >/dev/null
@@ -53,7 +47,7 @@ if [[ -n ${PERF:-} ]]; then
         perf record -a -F 1999 -o perf-drain.data -- sleep "${PERF_S:-6}" >/dev/null 2>&1
     fi
 fi
-until [[ $("${PSQL[@]}" -d "$DB" -tAc "$UNFINISHED") == f ]]; do
+until [[ $("${PSQL[@]}" -d "$DB" -tA -f "$here/any-unfinished.sql") == f ]]; do
     sleep 0.1
 done
 read -r _ user2 nice2 system2 idle2 iowait2 _ < <(cpu)
