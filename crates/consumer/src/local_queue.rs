@@ -34,6 +34,7 @@ pub(crate) const LOCAL_QUEUE_MAX_WAIT: Duration = Duration::from_secs(1);
 #[derive(Clone)]
 pub(crate) struct StartGate {
     slots: Arc<Semaphore>,
+    concurrency: usize,
     /// Jobs given a slot so far.
     starts: Arc<AtomicU64>,
 }
@@ -43,6 +44,7 @@ impl StartGate {
     pub(crate) fn new(concurrency: usize) -> Self {
         StartGate {
             slots: Arc::new(Semaphore::new(concurrency)),
+            concurrency,
             starts: Arc::default(),
         }
     }
@@ -71,15 +73,32 @@ impl StartGate {
     pub(crate) fn starts(&self) -> u64 {
         self.starts.load(Ordering::Relaxed)
     }
+
+    /// Slots given back so far: jobs started and no longer running. This,
+    /// not [`StartGate::starts`], is the queue's pace: the starts that fill
+    /// idle slots (a worker's first claim, a backlog arriving after a quiet
+    /// spell) come at once whatever the jobs' length, where slots free only
+    /// as fast as the jobs run. (Read without a lock: between a slot being
+    /// taken and its start being counted, this reads one short.)
+    pub(crate) fn frees(&self) -> u64 {
+        let running = self
+            .concurrency
+            .saturating_sub(self.slots.available_permits()) as u64;
+        self.starts().saturating_sub(running)
+    }
 }
 
-/// How fast a queue starts jobs: a moving mean of starts per second, each
-/// reading weighed by the time it covers (a time constant of 100 ms), read
-/// by the queue's claim loop before each claim.
+/// How fast a queue starts jobs, read as how fast its slots free
+/// ([`StartGate::frees`]): a moving mean of frees per second, each reading
+/// weighed by the time it covers (a time constant of 100 ms), read by the
+/// queue's claim loop before each claim. The mean climbs from nothing over
+/// about 100 ms on purpose: jobs of about equal length free their slots in
+/// waves, and a few milliseconds of one wave read as a pace many times the
+/// queue's.
 #[derive(Debug)]
 pub(crate) struct StartRate {
     last_read: Instant,
-    starts_then: u64,
+    frees_then: u64,
     per_second: f64,
 }
 
@@ -93,22 +112,22 @@ impl StartRate {
     pub(crate) fn new(now: Instant) -> Self {
         StartRate {
             last_read: now,
-            starts_then: 0,
+            frees_then: 0,
             per_second: 0.0,
         }
     }
 
-    /// Given the gate's start count at `now`, how many jobs to hold beyond
-    /// the slots (at most `limit`): as many as the queue starts within
-    /// [`LOCAL_QUEUE_HORIZON`] at its recent rate.
-    pub(crate) fn ahead(&mut self, starts: u64, now: Instant, limit: usize) -> usize {
+    /// Given the gate's count of freed slots at `now`, how many jobs to
+    /// hold beyond the slots (at most `limit`): as many as the queue starts
+    /// within [`LOCAL_QUEUE_HORIZON`] at its recent rate.
+    pub(crate) fn ahead(&mut self, frees: u64, now: Instant, limit: usize) -> usize {
         let covered = now.saturating_duration_since(self.last_read);
         if covered >= SHORTEST_READING {
-            let reading = starts.saturating_sub(self.starts_then) as f64 / covered.as_secs_f64();
+            let reading = frees.saturating_sub(self.frees_then) as f64 / covered.as_secs_f64();
             let weight = (covered.as_secs_f64() / TIME_CONSTANT.as_secs_f64()).min(1.0);
             self.per_second += (reading - self.per_second) * weight;
             self.last_read = now;
-            self.starts_then = starts;
+            self.frees_then = frees;
         }
         let within_horizon = (self.per_second * LOCAL_QUEUE_HORIZON.as_secs_f64()).round();
         // `as` saturates: a huge or NaN rate cannot overflow.
@@ -150,16 +169,36 @@ mod tests {
     }
 
     #[test]
-    fn the_rate_follows_recent_starts_and_ignores_readings_too_close() {
+    fn the_rate_follows_recent_frees_and_ignores_readings_too_close() {
         let start = Instant::now();
         let mut rate = StartRate::new(start);
         assert_eq!(rate.ahead(2_000, start + 100 * MS, 512), 512);
-        // Read again 1 ms later, with no start since: too close to count.
+        // Read again 1 ms later, with no free since: too close to count.
         assert_eq!(rate.ahead(2_000, start + 101 * MS, 512), 512);
         // Then the queue goes idle for 100 ms: the rate falls to nothing.
         assert_eq!(rate.ahead(2_000, start + 200 * MS, 512), 0);
         // A short reading moves it only part of the way: 10 ms at 20,000
         // a second is a tenth of the way from 0, 2,000 a second, 100 ahead.
         assert_eq!(rate.ahead(2_200, start + 210 * MS, 512), 100);
+    }
+
+    #[test]
+    fn a_burst_of_starts_into_idle_slots_sets_no_pace_until_slots_free() {
+        // 64 slots taken at once by jobs that run long: 64 starts within a
+        // millisecond, no slot freed, so nothing is claimed ahead.
+        let gate = StartGate::new(64);
+        let mut held: Vec<_> = (0..64).map(|_| gate.try_turn().unwrap()).collect();
+        assert_eq!(gate.starts(), 64);
+        assert_eq!(gate.frees(), 0);
+        let start = Instant::now();
+        let mut rate = StartRate::new(start);
+        assert_eq!(rate.ahead(gate.frees(), start + 10 * MS, 512), 0);
+        // Ten of them finish within the next 100 ms: 100 a second, 5
+        // within 50 ms.
+        held.truncate(54);
+        assert_eq!(gate.frees(), 10);
+        assert_eq!(rate.ahead(gate.frees(), start + 110 * MS, 512), 5);
+        drop(held);
+        assert_eq!(gate.frees(), 64);
     }
 }

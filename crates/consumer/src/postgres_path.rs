@@ -57,7 +57,7 @@ pub(crate) async fn fetch_queue(
     // many as the queue starts soon at its recent rate.
     let mut ahead_now = |backlog: bool| match &gate {
         Some(gate) => {
-            let soon = start_rate.ahead(gate.starts(), std::time::Instant::now(), claim_ahead);
+            let soon = start_rate.ahead(gate.frees(), std::time::Instant::now(), claim_ahead);
             if backlog { soon } else { 0 }
         }
         None => 0,
