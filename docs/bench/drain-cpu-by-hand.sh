@@ -23,12 +23,8 @@ BIN=${BIN:-target/release/jobwire}
 DB=${DB:-jobwire_drain_cpu}
 N=${N:-200000}
 PSQL=(psql -h 127.0.0.1 -U postgres -X -q)
-"${PSQL[@]}" -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" 2>/dev/null
+BIN=$BIN "$here/noop-backlog.sh" "$DB" "$N"
 export DATABASE_URL=postgres://postgres@127.0.0.1:5432/$DB
-"$BIN" migrate >/dev/null
-"${PSQL[@]}" -d "$DB" \
-    -c "INSERT INTO jobs (job_id, queue, job_type) SELECT jobwire_uuidv7(), 'w', 'noop' FROM generate_series(1, $N)" \
-    -c "VACUUM ANALYZE jobs" -c "CHECKPOINT"
 cpu() { grep '^cpu ' /proc/stat; }
 read -r _ user1 nice1 system1 idle1 iowait1 _ < <(cpu)
 workers=()

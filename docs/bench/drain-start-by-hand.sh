@@ -15,12 +15,8 @@ BIN=${BIN:-target/release/jobwire}
 DB=${DB:-jobwire_drain_start}
 N=${N:-20000}
 PSQL=(psql -h 127.0.0.1 -U postgres -X -q)
-"${PSQL[@]}" -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" 2>/dev/null
+BIN=$BIN "$here/noop-backlog.sh" "$DB" "$N"
 export DATABASE_URL=postgres://postgres@127.0.0.1:5432/$DB
-"$BIN" migrate >/dev/null
-"${PSQL[@]}" -d "$DB" \
-    -c "INSERT INTO jobs (job_id, queue, job_type) SELECT jobwire_uuidv7(), 'w', 'noop' FROM generate_series(1, $N)" \
-    -c "VACUUM ANALYZE jobs" -c "CHECKPOINT"
 launched=$("${PSQL[@]}" -d "$DB" -tAc "SELECT extract(epoch FROM clock_timestamp())")
 "$BIN" worker --queue w=64 --no-retention --no-scheduler --no-reconciler >/dev/null 2>&1 &
 worker=$!
