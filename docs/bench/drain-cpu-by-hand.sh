@@ -23,7 +23,7 @@ BIN=${BIN:-target/release/jobwire}
 DB=${DB:-jobwire_drain_cpu}
 N=${N:-200000}
 PSQL=(psql -h 127.0.0.1 -U postgres -X -q)
-BIN=$BIN "$here/noop-backlog.sh" "$DB" "$N"
+BIN=$BIN "$here/backlog.sh" "$DB" "$N"
 export DATABASE_URL=postgres://postgres@127.0.0.1:5432/$DB
 cpu() { grep '^cpu ' /proc/stat; }
 read -r _ user1 nice1 system1 idle1 iowait1 _ < <(cpu)

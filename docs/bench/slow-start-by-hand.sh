@@ -10,14 +10,12 @@
 # Drops and recreates database DB (default jobwire_slow_start) on the local
 # PostgreSQL.
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 BIN=${BIN:-target/release/jobwire}
 DB=${DB:-jobwire_slow_start}
 PSQL=(psql -h 127.0.0.1 -U postgres -X -q)
-"${PSQL[@]}" -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" 2>/dev/null
+BIN=$BIN JOB_TYPE=sleep PAYLOAD='{"ms": 3000}' "$here/backlog.sh" "$DB" 400
 export DATABASE_URL=postgres://postgres@127.0.0.1:5432/$DB
-"$BIN" migrate >/dev/null
-"${PSQL[@]}" -d "$DB" -c "INSERT INTO jobs (job_id, queue, job_type, payload)
-    SELECT jobwire_uuidv7(), 'w', 'sleep', '{\"ms\": 3000}' FROM generate_series(1, 400)"
 "$BIN" worker --queue w=64 --no-retention --no-scheduler --no-reconciler >/dev/null 2>&1 &
 worker=$!
 running=()
