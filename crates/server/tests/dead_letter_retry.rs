@@ -44,7 +44,7 @@ async fn a_retry_of_100k_dead_letters_requeues_and_audits_each_in_short_transact
             while sampling.load(Ordering::Relaxed) {
                 let open: Option<(f64, String)> = sqlx::query_as(
                     "SELECT extract(epoch FROM clock_timestamp() - xact_start)::float8,
-                            backend_type || ': ' || left(query, 200)
+                            left(query, 200)
                      FROM pg_stat_activity
                      WHERE datname = current_database() AND pid <> pg_backend_pid()
                        AND backend_type = 'client backend' AND xact_start IS NOT NULL
