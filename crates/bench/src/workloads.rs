@@ -3,7 +3,7 @@
 //! Latencies of the open-loop streams run from each job's due arrival; see [`Latency`].
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use chrono::{DateTime, Utc};
@@ -189,15 +189,23 @@ pub(crate) async fn arrivals_of(
     job: impl Fn(usize) -> NewJob,
 ) -> Result<Arrivals> {
     let period = Duration::from_secs(1) / rate.max(1);
-    // The interval's first tick is at once, the i-th `i * period` later.
+    // The first job is due at once, the i-th `i * period` later, counted on
+    // the system clock: the clock of `created_at`, `started_at` and the
+    // handlers' own stamps, which the latencies compare `due` with. Ticks
+    // counted on the monotonic clock (tokio's) would put any drift between
+    // the two clocks into every latency (docs/benchmarks.md, "The stream's
+    // ticks on the system clock").
     let began = Utc::now();
-    let mut ticker = tokio::time::interval(period);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let began_monotonic = Instant::now();
     let total = (rate as u64 * duration.as_millis() as u64 / 1000) as usize;
     let mut enqueues = tokio::task::JoinSet::new();
     for i in 0..total {
-        ticker.tick().await;
         let due = began + due_after(period, i);
+        // Late (a slow spawn, a busy core): go at once, as the stream's
+        // later jobs catch up with their ticks.
+        if let Ok(wait) = (due - Utc::now()).to_std() {
+            tokio::time::sleep(wait).await;
+        }
         let (pool, job) = (pool.clone(), job(i));
         enqueues.spawn(async move {
             let enqueued = jobwire_core::enqueue(&pool, &job).await?;
@@ -210,7 +218,23 @@ pub(crate) async fn arrivals_of(
         let (job, arrival) = done??;
         arrivals.insert(job, arrival);
     }
+    let shift = clock_shift_ms(began, began_monotonic);
+    if shift.abs() > 1.0 {
+        tracing::warn!(
+            shift_ms = shift,
+            "bench: the system clock moved against the monotonic clock during a stream; \
+             its latencies are read on the system clock alone, but a clock step within the \
+             stream would still show in them"
+        );
+    }
     Ok(arrivals)
+}
+
+/// How far the system clock ran ahead of the monotonic one (negative:
+/// behind) since `began` and `began_monotonic` were read together.
+fn clock_shift_ms(began: DateTime<Utc>, began_monotonic: Instant) -> f64 {
+    let on_system_clock = millis(began, Utc::now());
+    on_system_clock - began_monotonic.elapsed().as_secs_f64() * 1000.0
 }
 
 /// How long after the stream began its `i`-th job is due.
