@@ -276,29 +276,64 @@ async fn the_schedule_burst_fires_each_schedule_once_and_cleans_up() {
     db.drop_database().await;
 }
 
-/// The HTTP producer run: every job of both interfaces enqueued and
-/// counted, the HTTP ones as requests the API server answered (its request
-/// log), and nothing left behind, in particular no live token.
+/// The HTTP producer run: every job of both interfaces in every round
+/// enqueued and counted, the HTTP ones as requests the API server answered
+/// (its request log), the interface that goes first alternating, and
+/// nothing left behind, in particular no live token.
 #[tokio::test]
 async fn the_http_producer_run_enqueues_every_job_and_revokes_its_token() {
     let db = FreshDatabase::create().await;
     let (comparisons, log) = jobwire_json(
         &db,
-        &["bench-http", "--clients", "2,5", "--jobs", "300", "--json"],
+        &[
+            "bench-http",
+            "--clients",
+            "2,5",
+            "--jobs",
+            "300",
+            "--rounds",
+            "2",
+            "--json",
+        ],
     )
     .await;
     let comparisons = comparisons.as_array().unwrap();
     assert_eq!(comparisons.len(), 2);
     for (comparison, clients) in comparisons.iter().zip([2, 5]) {
-        for interface in ["library", "http"] {
-            let run = &comparison[interface];
-            assert_eq!(run["interface"], interface, "{run}");
-            assert_eq!(
-                (run["clients"].as_u64(), run["jobs"].as_u64()),
-                (Some(clients), Some(300))
-            );
-            assert!(run["per_second"].as_f64().unwrap() > 0.0, "{run}");
+        assert_eq!(comparison["clients"].as_u64(), Some(clients));
+        let rounds = comparison["rounds"].as_array().unwrap();
+        let firsts: Vec<&str> = rounds
+            .iter()
+            .map(|round| round["first"].as_str().unwrap())
+            .collect();
+        assert_eq!(firsts, ["library", "http"], "{comparison}");
+        for round in rounds {
+            for interface in ["library", "http"] {
+                let run = &round[interface];
+                assert_eq!(run["interface"], interface, "{run}");
+                assert_eq!(
+                    (run["clients"].as_u64(), run["jobs"].as_u64()),
+                    (Some(clients), Some(300))
+                );
+                assert!(run["per_second"].as_f64().unwrap() > 0.0, "{run}");
+            }
         }
+        // With two rounds the median is the lower of the two.
+        let lower = |field: &dyn Fn(&serde_json::Value) -> f64| {
+            rounds.iter().map(field).fold(f64::INFINITY, f64::min)
+        };
+        assert_eq!(
+            comparison["http_over_library"].as_f64(),
+            Some(lower(&|round| round["http_over_library"].as_f64().unwrap())),
+            "{comparison}"
+        );
+        assert_eq!(
+            comparison["library_per_second"].as_f64(),
+            Some(lower(&|round| round["library"]["per_second"]
+                .as_f64()
+                .unwrap())),
+            "{comparison}"
+        );
     }
     let answered = log
         .lines()
@@ -306,7 +341,7 @@ async fn the_http_producer_run_enqueues_every_job_and_revokes_its_token() {
         .count();
     assert_eq!(
         answered,
-        2 * 300,
+        2 * 2 * 300,
         "POST /jobs requests the server answered with 201"
     );
     let pool = db.pool().await;
@@ -320,7 +355,7 @@ async fn the_http_producer_run_enqueues_every_job_and_revokes_its_token() {
             .fetch_all(&pool)
             .await
             .unwrap();
-    assert_eq!(tokens.len(), 2, "one token per HTTP run: {tokens:?}");
+    assert_eq!(tokens.len(), 4, "one token per HTTP run: {tokens:?}");
     assert!(tokens.iter().all(|(_, revoked)| *revoked), "{tokens:?}");
     pool.close().await;
     db.drop_database().await;
@@ -328,19 +363,34 @@ async fn the_http_producer_run_enqueues_every_job_and_revokes_its_token() {
 
 /// Bad settings are refused with a clear error and nothing is enqueued.
 #[tokio::test]
-async fn the_http_producer_run_refuses_zero_clients() {
+async fn the_http_producer_run_refuses_zero_clients_or_rounds() {
     let db = FreshDatabase::create().await;
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_jobwire"))
-        .args(["bench-http", "--clients", "0", "--jobs", "10"])
-        .env("DATABASE_URL", &db.url)
-        .output()
-        .await
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("at least one job and one client"),
-        "{stderr}"
-    );
+    for (args, error) in [
+        (
+            ["--clients", "0", "--rounds", "1"],
+            "at least one job and one client",
+        ),
+        (["--clients", "2", "--rounds", "0"], "at least one round"),
+    ] {
+        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_jobwire"))
+            .arg("bench-http")
+            .args(args)
+            .args(["--jobs", "10"])
+            .env("DATABASE_URL", &db.url)
+            .output()
+            .await
+            .unwrap();
+        assert!(!output.status.success(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(error), "{args:?}: {stderr}");
+    }
+    let pool = db.pool().await;
+    let written: (i64, i64) =
+        sqlx::query_as("SELECT (SELECT count(*) FROM jobs), (SELECT count(*) FROM job_api_tokens)")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(written, (0, 0), "jobs and tokens written");
+    pool.close().await;
     db.drop_database().await;
 }
