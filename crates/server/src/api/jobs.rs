@@ -7,7 +7,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use jobwire_core::{
-    ApiToken, EnqueuedJob, Enqueuer, JobFilter, JobState, JobStatus, NewJob, RequestCancelOutcome,
+    ApiToken, EnqueuedJob, JobFilter, JobState, JobStatus, NewJob, RequestCancelOutcome,
     TraceContext,
 };
 use serde::{Deserialize, Serialize};
@@ -339,7 +339,13 @@ pub(crate) async fn enqueue_job(
     if let Some(trace) = trace_context(&request_headers)? {
         job = job.with_trace_context(trace);
     }
-    let enqueued = Enqueuer.enqueue(&state.pool, &job).await?;
+    if job.trace_context.is_none() {
+        // Written by another task: the request's span is not current there.
+        if let Some(trace) = jobwire_core::TraceContext::current() {
+            job = job.with_trace_context(trace);
+        }
+    }
+    let (job, enqueued) = state.enqueues.enqueue(job).await?;
     if enqueued.duplicate {
         // The job that holds the key may have moved on since it was
         // written: read it.

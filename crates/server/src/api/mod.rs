@@ -14,6 +14,7 @@ use utoipa_axum::routes;
 
 mod auth;
 pub(crate) mod dead_letter;
+mod enqueue_batch;
 pub(crate) mod error;
 pub(crate) mod extract;
 mod health;
@@ -34,6 +35,8 @@ pub(crate) struct ApiState {
     pub(crate) pool: PgPool,
     /// The tokens this server has checked (see [`token_cache`]).
     pub(crate) tokens: token_cache::TokenCache,
+    /// Writes the jobs of concurrent `POST /jobs` requests together.
+    pub(crate) enqueues: enqueue_batch::EnqueueBatches,
     /// The recorder `/metrics` renders; `None` when the application
     /// installed its own.
     pub(crate) metrics: Option<crate::metrics::Metrics>,
@@ -188,6 +191,7 @@ fn with_common_layers(router: axum::Router<ApiState>, pool: PgPool) -> axum::Rou
         .layer(middleware::from_fn(request_id::with_request_id))
         .with_state(ApiState {
             tokens: token_cache::TokenCache::listening(pool.clone()),
+            enqueues: enqueue_batch::EnqueueBatches::start(pool.clone()),
             pool,
             metrics,
         })
