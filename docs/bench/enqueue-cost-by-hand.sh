@@ -5,7 +5,12 @@
 #   narrow     insert it and a row into a table of four columns and a key;
 #   job, bare  insert it and a job, with the jobs table's triggers off;
 #   job        insert it and a job as the library's single-job enqueue
-#              sends it (crates/core/sql/enqueue_one.sql), triggers on.
+#              sends it (crates/core/sql/enqueue_one.sql), triggers on;
+#   job, no enqueue trigger / job, no commit trigger
+#              the same with one of the two triggers an insert fires off:
+#              the statement trigger (jobs_wake_inserted: broker wake-ups,
+#              enqueue limits, tenant slots) or the wake-up decided at
+#              commit (jobs_wake_at_commit).
 # No worker runs: what the producers' transactions cost alone. Prints each
 # variant's transactions per second. The job's queue `e2e` is a
 # PostgreSQL-path queue; another queue, on a broker, is configured too, as
@@ -57,4 +62,9 @@ for round in $(seq 1 "$ROUNDS"); do
     echo "round $round: job, bare $(run "$dir/job.sql") tx/s"
     "${PSQL[@]}" -d "$DB" -c "ALTER TABLE jobs ENABLE TRIGGER USER"
     echo "round $round: job $(run "$dir/job.sql") tx/s"
+    for trigger in jobs_wake_inserted jobs_wake_at_commit; do
+        "${PSQL[@]}" -d "$DB" -c "ALTER TABLE jobs DISABLE TRIGGER $trigger"
+        echo "round $round: job without $trigger $(run "$dir/job.sql") tx/s"
+        "${PSQL[@]}" -d "$DB" -c "ALTER TABLE jobs ENABLE TRIGGER $trigger"
+    done
 done
