@@ -5,16 +5,21 @@
 //! A request's job is still its own: every request gets its own job and
 //! answer, and a job that the database refuses (a payload over the limit, an
 //! enqueue limit, a value it cannot store) fails only its own request. When
-//! a statement of several jobs is refused, each of its jobs is written again
-//! on its own, in arrival order, and answered with its own outcome; the
-//! refused statement wrote nothing. A statement that fails without an answer
-//! from the database (a lost connection) is not repeated, since it may have
-//! committed: every request in it gets the error, as a single request would.
+//! a statement of several jobs is refused, it wrote nothing: its halves are
+//! written on their own, the earlier first, down to the jobs refused alone,
+//! and each request is answered with its own outcome. A statement that fails
+//! otherwise (a lost connection, a deadlock, a timeout) is not repeated,
+//! since after a lost connection it may have committed: every request in it
+//! gets a 503, as a single request would.
 //!
 //! Jobs with an idempotency key are written one request at a time: a key
 //! that two requests of one statement share would need resolving between
-//! them.
+//! them. A job that fails the library's checks is answered before it joins
+//! a statement, and a request whose client has gone before its statement
+//! is formed is dropped unwritten. When more requests wait than the queue
+//! holds, the next ones are written on their own, as before.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use jobwire_core::{EnqueuedJob, Enqueuer, NewJob};
@@ -28,10 +33,19 @@ const WRITERS: usize = 2;
 /// The most jobs one statement writes.
 const MOST_PER_STATEMENT: usize = 500;
 
+/// The most request bytes one statement writes (the first job always
+/// goes): a few large payloads fill a statement as hundreds of small ones
+/// do.
+const MOST_BYTES_PER_STATEMENT: usize = 8 * 1024 * 1024;
+
+/// Requests waiting for a writer, at most; beyond it a request is written on
+/// its own, through the pool, whose acquire timeout bounds its wait.
+const MOST_WAITING: usize = 4 * MOST_PER_STATEMENT;
+
 /// The job written, given back, and how it was written; or why not.
 type Answer = jobwire_core::Result<(NewJob, EnqueuedJob)>;
-/// A job to write, and where to answer.
-type Request = (NewJob, oneshot::Sender<Answer>);
+/// A job to write, its request's size in bytes, and where to answer.
+type Request = (NewJob, usize, oneshot::Sender<Answer>);
 
 /// The writers of one API server, shared by its handlers. The writer tasks
 /// end when the last clone is dropped.
@@ -40,7 +54,7 @@ pub(crate) struct EnqueueBatches {
     pool: PgPool,
     /// `None` outside a Tokio runtime: every job is written by its own
     /// request.
-    requests: Option<mpsc::UnboundedSender<Request>>,
+    requests: Option<mpsc::Sender<Request>>,
 }
 
 impl EnqueueBatches {
@@ -51,7 +65,7 @@ impl EnqueueBatches {
                 requests: None,
             };
         };
-        let (requests, receiver) = mpsc::unbounded_channel();
+        let (requests, receiver) = mpsc::channel(MOST_WAITING);
         let receiver = Arc::new(Mutex::new(receiver));
         for _ in 0..WRITERS {
             runtime.spawn(write_statements(pool.clone(), receiver.clone()));
@@ -64,15 +78,18 @@ impl EnqueueBatches {
 
     /// Write `job` (with the jobs of the requests arriving beside it) and
     /// answer as [`Enqueuer::enqueue`] would for it alone, giving the job
-    /// back.
-    pub(crate) async fn enqueue(&self, job: NewJob) -> Answer {
+    /// back. `bytes`: the request's size, which bounds a statement's.
+    pub(crate) async fn enqueue(&self, job: NewJob, bytes: usize) -> Answer {
+        Enqueuer.validate(&job)?;
         let requests = match &self.requests {
             Some(requests) if job.dedup_key.is_none() => requests,
             _ => return write_one(&self.pool, job).await,
         };
         let (answer, answered) = oneshot::channel();
-        if let Err(mpsc::error::SendError((job, _))) = requests.send((job, answer)) {
-            // The writers are gone (the runtime is shutting down).
+        if let Err(refused) = requests.try_send((job, bytes, answer)) {
+            // Full (more requests waiting than a few statements hold), or
+            // the writers are gone (the runtime is shutting down).
+            let (job, _, _) = refused.into_inner();
             return write_one(&self.pool, job).await;
         }
         answered.await.unwrap_or_else(|_| {
@@ -90,7 +107,7 @@ async fn write_one(pool: &PgPool, job: NewJob) -> Answer {
 
 /// One writer: take every request waiting (at least one), write their jobs,
 /// answer, repeat until the server's last handle is dropped.
-async fn write_statements(pool: PgPool, requests: Arc<Mutex<mpsc::UnboundedReceiver<Request>>>) {
+async fn write_statements(pool: PgPool, requests: Arc<Mutex<mpsc::Receiver<Request>>>) {
     loop {
         let mut batch = Vec::new();
         {
@@ -100,70 +117,108 @@ async fn write_statements(pool: PgPool, requests: Arc<Mutex<mpsc::UnboundedRecei
             let Some(first) = requests.recv().await else {
                 return;
             };
+            let mut bytes = first.1;
             batch.push(first);
-            while batch.len() < MOST_PER_STATEMENT {
+            while batch.len() < MOST_PER_STATEMENT && bytes < MOST_BYTES_PER_STATEMENT {
                 match requests.try_recv() {
-                    Ok(request) => batch.push(request),
+                    Ok(request) => {
+                        bytes += request.1;
+                        batch.push(request);
+                    }
                     Err(_) => break,
                 }
             }
+        }
+        // A request whose client has gone (a timeout, a dropped connection)
+        // is not written: its client may already be retrying it.
+        batch.retain(|(_, _, answer)| !answer.is_closed());
+        if batch.is_empty() {
+            continue;
         }
         write(&pool, batch).await;
     }
 }
 
 async fn write(pool: &PgPool, batch: Vec<Request>) {
-    let (jobs, answers): (Vec<NewJob>, Vec<oneshot::Sender<Answer>>) = batch.into_iter().unzip();
-    // A request whose client went away no longer waits: its send fails, and
-    // its job stays written.
-    if jobs.len() == 1 {
-        for (job, to) in jobs.into_iter().zip(answers) {
+    // Parts of the batch still to write, in arrival order. A request whose
+    // client went away meanwhile no longer waits: its send fails, and its
+    // job stays written.
+    let mut parts: VecDeque<Vec<(NewJob, oneshot::Sender<Answer>)>> = VecDeque::from([batch
+        .into_iter()
+        .map(|(job, _, answer)| (job, answer))
+        .collect::<Vec<_>>()]);
+    while let Some(mut part) = parts.pop_front() {
+        if part.len() == 1 {
+            let (job, to) = part.pop().expect("one request");
             let _ = to.send(write_one(pool, job).await);
+            continue;
         }
-        return;
-    }
-    match Enqueuer.enqueue_many(pool, &jobs).await {
-        Ok(enqueued) => {
-            for ((job, to), enqueued) in jobs.into_iter().zip(answers).zip(enqueued) {
-                let _ = to.send(Ok((job, enqueued)));
+        let (jobs, answers): (Vec<NewJob>, Vec<_>) = part.into_iter().unzip();
+        match Enqueuer.enqueue_many(pool, &jobs).await {
+            Ok(enqueued) => {
+                for ((job, to), enqueued) in jobs.into_iter().zip(answers).zip(enqueued) {
+                    let _ = to.send(Ok((job, enqueued)));
+                }
             }
-        }
-        Err(err) if refused(&err) => {
-            // Nothing was written: each job on its own, in arrival order, so
-            // that one refused job fails only its own request.
-            for (job, to) in jobs.into_iter().zip(answers) {
-                let _ = to.send(write_one(pool, job).await);
+            Err(err) if refused(&err) => {
+                // A verdict on some job of the part, which wrote nothing:
+                // each half on its own, the earlier half first, down to the
+                // jobs refused alone. One bad job among 500 costs about 18
+                // statements, and an enqueue limit still takes the jobs that
+                // fit in the order they came.
+                let mut earlier: Vec<_> = jobs.into_iter().zip(answers).collect();
+                let later = earlier.split_off(earlier.len() / 2);
+                parts.push_front(later);
+                parts.push_front(earlier);
             }
-        }
-        Err(err) => {
-            tracing::warn!(jobs = jobs.len(), error = %err, "writing a batch of enqueued jobs failed");
-            let message = format!(
-                "writing this job together with {} others failed: {err}",
-                jobs.len() - 1
-            );
-            for to in answers {
-                let _ = to.send(Err(interrupted(&message)));
+            Err(err) => {
+                tracing::warn!(jobs = jobs.len(), error = %err, "writing a batch of enqueued jobs failed");
+                for to in answers {
+                    let _ = to.send(Err(for_each_request(&err, jobs.len())));
+                }
             }
         }
     }
 }
 
-/// Whether `err` says the statement was refused, so that it wrote nothing:
-/// a check before the database was asked, or the database's own error
-/// answer to the statement. Anything else (no answer, a lost connection, a
-/// row that did not decode) may have come after the commit.
+/// What each request of a statement that failed without a verdict on its
+/// jobs is answered: a database failure (a lost connection, a deadlock, a
+/// timeout) as a database out of reach (503, try again: after a lost
+/// connection the job may have been written, as for a single request);
+/// anything else, which came with the database's answer in hand (a row that
+/// did not decode), as the server's own failure (500).
+fn for_each_request(err: &jobwire_core::Error, jobs: usize) -> jobwire_core::Error {
+    let message = format!(
+        "writing this job together with {} others failed: {err}",
+        jobs - 1
+    );
+    match err {
+        jobwire_core::Error::Database(_) => interrupted(&message),
+        _ => jobwire_core::Error::Decode(message),
+    }
+}
+
+/// Whether `err` is the database's verdict on a job of the statement (the
+/// statement wrote nothing, and the same jobs without that one would be
+/// written): a payload over the limit, an enqueue limit, a check, a value it
+/// cannot store. A failure of the database itself (a lost connection, a
+/// deadlock, a timeout) is no verdict on any job, and halving the
+/// statement would only meet it again.
 fn refused(err: &jobwire_core::Error) -> bool {
     use jobwire_core::Error as Core;
-    matches!(
-        err,
+    match err {
         Core::InvalidJob { .. }
-            | Core::InvalidArgument { .. }
-            | Core::PayloadTooLarge { .. }
-            | Core::QueueFull { .. }
-            | Core::RateLimited { .. }
-            | Core::ConstraintViolation { .. }
-            | Core::Database(sqlx::Error::Database(_))
-    )
+        | Core::InvalidArgument { .. }
+        | Core::PayloadTooLarge { .. }
+        | Core::QueueFull { .. }
+        | Core::RateLimited { .. }
+        | Core::ConstraintViolation { .. } => true,
+        // Data exceptions (22) and integrity violations (23).
+        Core::Database(sqlx::Error::Database(db)) => db
+            .code()
+            .is_some_and(|code| code.starts_with("22") || code.starts_with("23")),
+        _ => false,
+    }
 }
 
 /// A job whose statement ended without an answer: the API answers it as a
@@ -178,7 +233,10 @@ mod tests {
     //! to the writers before either runs: they all reach one statement.
 
     use super::*;
+    use std::time::Duration;
+
     use chrono::{DateTime, Utc};
+    use futures::FutureExt;
     use futures::future::join_all;
     use jobwire_core::{Error, QueueLimits};
     use serde_json::json;
@@ -199,7 +257,7 @@ mod tests {
     #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
     async fn the_jobs_of_concurrent_requests_are_written_by_one_statement(pool: PgPool) {
         let batches = EnqueueBatches::start(pool.clone());
-        let answers = join_all((0..20).map(|i| batches.enqueue(job(i)))).await;
+        let answers = join_all((0..20).map(|i| batches.enqueue(job(i), 100))).await;
         let mut ids = Vec::new();
         for (i, answer) in answers.into_iter().enumerate() {
             let (job, enqueued) = answer.unwrap();
@@ -240,7 +298,7 @@ mod tests {
             5 => blank_type.clone(),
             i => job(i),
         });
-        let answers = join_all(jobs.map(|job| batches.enqueue(job))).await;
+        let answers = join_all(jobs.map(|job| batches.enqueue(job, 100))).await;
         for (i, answer) in answers.iter().enumerate() {
             match (i, answer) {
                 (3, Err(Error::PayloadTooLarge { limit: 100, .. })) => {}
@@ -272,7 +330,7 @@ mod tests {
             .await
             .unwrap();
         let batches = EnqueueBatches::start(pool.clone());
-        let answers = join_all((0..5).map(|i| batches.enqueue(job(i)))).await;
+        let answers = join_all((0..5).map(|i| batches.enqueue(job(i), 100))).await;
         for (i, answer) in answers.iter().enumerate() {
             if i < 3 {
                 assert!(answer.is_ok(), "request {i}: {answer:?}");
@@ -291,7 +349,7 @@ mod tests {
     async fn requests_naming_one_idempotency_key_get_one_job(pool: PgPool) {
         let batches = EnqueueBatches::start(pool.clone());
         let keyed = |i| job(i).with_dedup_key("order-7");
-        let answers = join_all((0..4).map(|i| batches.enqueue(keyed(i)))).await;
+        let answers = join_all((0..4).map(|i| batches.enqueue(keyed(i), 100))).await;
         let enqueued: Vec<EnqueuedJob> = answers.into_iter().map(|a| a.unwrap().1).collect();
         assert!(
             enqueued.iter().all(|e| e.job_id == enqueued[0].job_id),
@@ -303,5 +361,67 @@ mod tests {
             "{enqueued:?}"
         );
         assert_eq!(written(&pool).await.len(), 1);
+    }
+
+    #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+    async fn a_request_whose_client_has_gone_is_not_written(pool: PgPool) {
+        let batches = EnqueueBatches::start(pool.clone());
+        // Polled once (handed to the writers), then dropped, before any
+        // writer has run: its client gave up.
+        let gone = batches.enqueue(job(0), 100).now_or_never();
+        assert!(gone.is_none(), "{gone:?}");
+        let (kept, _) = batches.enqueue(job(1), 100).await.unwrap();
+        assert_eq!(kept.payload, json!({ "i": 1 }));
+        let rows = written(&pool).await;
+        assert_eq!(rows.iter().map(|(i, _)| *i).collect::<Vec<_>>(), [1]);
+    }
+
+    #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+    async fn a_statement_cut_off_mid_write_is_answered_not_repeated(pool: PgPool) {
+        let batches = EnqueueBatches::start(pool.clone());
+        // Hold the jobs table, so that the writers' statement waits; then
+        // end the writer's session, as a lost connection would.
+        let mut holder = pool.begin().await.unwrap();
+        sqlx::query("LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE")
+            .execute(&mut *holder)
+            .await
+            .unwrap();
+        let requests = tokio::spawn({
+            let batches = batches.clone();
+            async move { join_all((0..5).map(|i| batches.enqueue(job(i), 100))).await }
+        });
+        let waiting = loop {
+            let pid: Option<i32> = sqlx::query_scalar(
+                "SELECT pid FROM pg_stat_activity
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'
+                   AND query LIKE '%jobwire_enqueue_rows%'",
+            )
+            .fetch_optional(&pool)
+            .await
+            .unwrap();
+            if let Some(pid) = pid {
+                break pid;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        sqlx::query("SELECT pg_terminate_backend($1)")
+            .bind(waiting)
+            .execute(&pool)
+            .await
+            .unwrap();
+        let answers = tokio::time::timeout(Duration::from_secs(30), requests)
+            .await
+            .expect("answered")
+            .unwrap();
+        holder.rollback().await.unwrap();
+        for answer in &answers {
+            assert!(
+                matches!(answer, Err(Error::Database(sqlx::Error::Io(_)))),
+                "{answer:?}"
+            );
+        }
+        // Not written again behind the lock, once it was released.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(written(&pool).await.is_empty());
     }
 }

@@ -345,7 +345,13 @@ pub(crate) async fn enqueue_job(
             job = job.with_trace_context(trace);
         }
     }
-    let (job, enqueued) = state.enqueues.enqueue(job).await?;
+    // The request's size bounds how many jobs share its statement; a body
+    // of unknown length counts as the largest one accepted.
+    let bytes = request_headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|length| length.to_str().ok()?.parse().ok())
+        .unwrap_or(super::BODY_LIMIT_BYTES);
+    let (job, enqueued) = state.enqueues.enqueue(job, bytes).await?;
     if enqueued.duplicate {
         // The job that holds the key may have moved on since it was
         // written: read it.
