@@ -26,13 +26,7 @@ DB=${DB:-jobwire_enqueue_cost}
 RUN_SECONDS=${RUN_SECONDS:-5}
 ROUNDS=${ROUNDS:-2}
 PSQL=(psql -h 127.0.0.1 -U postgres -X -q)
-"${PSQL[@]}" -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" 2>/dev/null
-DATABASE_URL=postgres://postgres@127.0.0.1:5432/$DB "$BIN" migrate >/dev/null
-"${PSQL[@]}" -d "$DB" \
-    -c "CREATE TABLE bench_orders (id uuid PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT now())" \
-    -c "CREATE TABLE narrow (id uuid PRIMARY KEY, queue text, job_type text, payload jsonb)" \
-    -c "INSERT INTO job_queues (queue) VALUES ('e2e')" \
-    -c "INSERT INTO job_queues (queue, dispatch, topic) VALUES ('elsewhere', 'broker', 'wake')"
+BIN="$BIN" "$(dirname "$0")/producer-db.sh" "$DB"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 order="INSERT INTO bench_orders (id) VALUES (gen_random_uuid());"

@@ -19,12 +19,7 @@ BIN=${BIN:-target/release/jobwire}
 DB=${DB:-jobwire_wake_parts}
 ROUNDS=${ROUNDS:-2}
 PSQL=(psql -h 127.0.0.1 -U postgres -X -q)
-"${PSQL[@]}" -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" 2>/dev/null
-DATABASE_URL=postgres://postgres@127.0.0.1:5432/$DB "$BIN" migrate >/dev/null
-"${PSQL[@]}" -d "$DB" \
-    -c "CREATE TABLE bench_orders (id uuid PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT now())" \
-    -c "INSERT INTO job_queues (queue) VALUES ('e2e')" \
-    -c "INSERT INTO job_queues (queue, dispatch, topic) VALUES ('elsewhere', 'broker', 'wake')"
+BIN="$BIN" "$(dirname "$0")/producer-db.sh" "$DB"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 cat >"$dir/job.sql" <<'SQL'
