@@ -193,7 +193,7 @@ pub(crate) async fn arrivals_of(
     // the system clock: the clock of `created_at`, `started_at` and the
     // handlers' own stamps, which the latencies compare `due` with. Ticks
     // counted on the monotonic clock (tokio's) would put any drift between
-    // the two clocks into every latency (docs/benchmarks.md, "The stream's
+    // the two clocks into every latency (docs/benchmarks.md, "The streams'
     // ticks on the system clock").
     let began = Utc::now();
     let began_monotonic = Instant::now();
