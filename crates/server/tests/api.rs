@@ -265,6 +265,51 @@ async fn fifty_concurrent_enqueues_with_one_key_make_one_job(pool: PgPool) {
     assert_eq!(api.count("SELECT count(*) FROM jobs").await, 1);
 }
 
+/// The server writes concurrent requests' jobs together: a request the
+/// database refuses, or the server's own checks, must still fail alone.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn concurrent_good_and_bad_enqueues_each_get_their_own_answer(pool: PgPool) {
+    jobwire_core::set_max_payload_bytes(&pool, 200)
+        .await
+        .unwrap();
+    let api = Api::start(pool).await;
+    let body = |i: usize| match i % 8 {
+        // PostgreSQL refuses it (jsonb holds no \u0000): found only by writing.
+        3 => json!({"type": "charge", "payload": {"i": i, "note": "a\u{0}b"}}),
+        // Over the database's payload limit: found only by writing.
+        5 => json!({"type": "charge", "payload": {"i": i, "blob": "x".repeat(300)}}),
+        // The server's own check, before any write.
+        7 => json!({"type": "charge", "payload": {"i": i}, "colour": "red"}),
+        _ => json!({"type": "charge", "payload": {"i": i}}),
+    };
+    let answers = futures::future::join_all((0..48).map(|i| enqueue(&api, body(i)))).await;
+    let mut written = Vec::new();
+    for (i, (status, answer)) in answers.iter().enumerate() {
+        let expected = match i % 8 {
+            3 => (400, "INVALID_INPUT"),
+            5 => (413, "PAYLOAD_TOO_LARGE"),
+            7 => (400, "INVALID_FIELD"),
+            _ => (201, ""),
+        };
+        if expected.0 == 201 {
+            assert_eq!(*status, 201, "request {i}: {answer}");
+            assert_eq!(answer["payload"]["i"], i, "request {i} got its own job");
+            written.push(i as i64);
+        } else {
+            assert_eq!(
+                (*status, error_code(answer)),
+                expected,
+                "request {i}: {answer}"
+            );
+        }
+    }
+    let rows: Vec<i64> = sqlx::query_scalar("SELECT (payload->>'i')::bigint FROM jobs ORDER BY 1")
+        .fetch_all(&api.pool)
+        .await
+        .unwrap();
+    assert_eq!(rows, written, "every accepted job once, no refused one");
+}
+
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn dead_letters_queues_and_health(pool: PgPool) {
     let api = Api::start(pool.clone()).await;

@@ -321,6 +321,37 @@ mod tests {
     }
 
     #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+    async fn a_value_the_database_cannot_store_fails_only_its_own_request(pool: PgPool) {
+        // PostgreSQL's jsonb cannot hold \u0000: the whole statement fails
+        // with a data exception (22P05), which no check before it catches.
+        let batches = EnqueueBatches::start(pool.clone());
+        let jobs = (0..8).map(|i| match i {
+            2 | 6 => {
+                NewJob::new("send_email", json!({ "i": i, "note": "a\u{0}b" })).with_queue("mail")
+            }
+            i => job(i),
+        });
+        let answers = join_all(jobs.map(|job| batches.enqueue(job, 100))).await;
+        for (i, answer) in answers.iter().enumerate() {
+            match (i, answer) {
+                (2 | 6, Err(Error::Database(sqlx::Error::Database(db)))) => {
+                    // The database's own verdict on this job, as a request
+                    // written alone would get it, not a 503 for the group.
+                    assert_eq!(db.code().as_deref(), Some("22P05"), "request {i}");
+                }
+                (2 | 6, other) => panic!("request {i}: {other:?}"),
+                (_, other) => assert!(other.is_ok(), "request {i}: {other:?}"),
+            }
+        }
+        let rows = written(&pool).await;
+        assert_eq!(
+            rows.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+            [0, 1, 3, 4, 5, 7],
+            "every other job written, once"
+        );
+    }
+
+    #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
     async fn a_queue_limit_takes_what_fits_in_arrival_order(pool: PgPool) {
         let limits = QueueLimits {
             max_queued: Some(3),
