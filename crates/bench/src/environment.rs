@@ -3,6 +3,7 @@
 use std::time::Instant;
 
 use anyhow::Result;
+use jobwire_relay::RelayConfig;
 use serde::Serialize;
 use sqlx::PgPool;
 
@@ -28,6 +29,10 @@ pub struct Environment {
     pub build: &'static str,
     /// Whether Prometheus metrics were recorded (`--metrics`).
     pub metrics: bool,
+    /// The broker paths' relay: outbox rows per pass…
+    pub relay_batch_size: usize,
+    /// …and drain tasks.
+    pub relay_concurrency: usize,
 }
 
 /// Read the environment.
@@ -59,6 +64,8 @@ pub async fn environment(pool: &PgPool) -> Result<Environment> {
             "release"
         },
         metrics: false,
+        relay_batch_size: RelayConfig::default().batch_size,
+        relay_concurrency: RelayConfig::default().concurrency,
     })
 }
 

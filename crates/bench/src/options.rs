@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jobwire_consumer::{RuntimeConfig, WorkerConfig};
+use jobwire_relay::RelayConfig;
 use jobwire_transport::Transport;
 
 /// One dispatch path under test.
@@ -62,9 +63,10 @@ pub struct BenchConfig {
     pub payload_bytes: usize,
     /// Jobs (and business rows) per transaction in the batched end-to-end run.
     pub enqueue_batch: usize,
-    /// Outbox rows per relay pass.
+    /// Outbox rows per relay pass (by default the relay's own, so that the
+    /// broker paths are measured as `jobwire run` and `jobwire relay` run).
     pub relay_batch_size: usize,
-    /// Relay drain tasks.
+    /// Relay drain tasks (by default the relay's own).
     pub relay_concurrency: usize,
     /// Give up on a run after this long.
     pub timeout: Duration,
@@ -96,8 +98,8 @@ impl Default for BenchConfig {
             noisy_tenant_cap: 48,
             payload_bytes: 100,
             enqueue_batch: 100,
-            relay_batch_size: 1000,
-            relay_concurrency: 2,
+            relay_batch_size: RelayConfig::default().batch_size,
+            relay_concurrency: RelayConfig::default().concurrency,
             timeout: Duration::from_secs(600),
             progress: true,
             keep_jobs: false,

@@ -12,7 +12,7 @@ use crate::{Environment, PathReport};
 /// One line naming the machine and the database settings.
 fn header(environment: &Environment) -> String {
     format!(
-        "{} cores ({}), PostgreSQL {}, synchronous_commit={}, fsync={}, wal_sync_method={}, one durable commit {:.2} ms, {} build, metrics {}",
+        "{} cores ({}), PostgreSQL {}, synchronous_commit={}, fsync={}, wal_sync_method={}, one durable commit {:.2} ms, {} build, metrics {}, relay {} rows a pass × {} task(s)",
         environment.cores,
         environment.cpu,
         environment.postgres,
@@ -21,7 +21,9 @@ fn header(environment: &Environment) -> String {
         environment.wal_sync_method,
         environment.durable_commit_ms,
         environment.build,
-        if environment.metrics { "on" } else { "off" }
+        if environment.metrics { "on" } else { "off" },
+        environment.relay_batch_size,
+        environment.relay_concurrency,
     )
 }
 

@@ -168,6 +168,17 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
         }
     }
     assert_eq!(report["environment"]["fsync"], "on");
+    // Unless told otherwise, the broker runs use the relay's own settings,
+    // as `jobwire run` and `jobwire relay` run it.
+    let relay = jobwire_relay::RelayConfig::default();
+    assert_eq!(
+        report["environment"]["relay_batch_size"], relay.batch_size,
+        "{report}"
+    );
+    assert_eq!(
+        report["environment"]["relay_concurrency"], relay.concurrency,
+        "{report}"
+    );
     assert!(
         report["environment"]["durable_commit_ms"].as_f64().unwrap() > 0.0,
         "{report}"

@@ -95,12 +95,13 @@ pub(crate) struct BenchArgs {
     /// Outbox rows in the relay-alone run (SQS: --sqs-jobs).
     #[arg(long, default_value_t = 100_000)]
     relay_rows: usize,
-    /// Outbox rows per relay pass.
-    #[arg(long, default_value_t = 1000)]
-    relay_batch_size: usize,
-    /// Relay drain tasks.
-    #[arg(long, default_value_t = 2)]
-    relay_concurrency: usize,
+    /// Outbox rows per relay pass (default: the relay's own default, as
+    /// `jobwire run` and `jobwire relay` use it).
+    #[arg(long)]
+    relay_batch_size: Option<usize>,
+    /// Relay drain tasks (default: the relay's own default).
+    #[arg(long)]
+    relay_concurrency: Option<usize>,
     /// Outbox rows per second in the outbox-lag run.
     #[arg(long, default_value_t = 1000)]
     lag_rate: u32,
@@ -174,8 +175,12 @@ pub(crate) async fn bench(pool: PgPool, args: BenchArgs) -> Result<()> {
         rate_duration: Duration::from_secs(args.rate_seconds),
         urgent_rate: args.urgent_rate,
         enqueue_batch: args.enqueue_batch,
-        relay_batch_size: args.relay_batch_size,
-        relay_concurrency: args.relay_concurrency,
+        relay_batch_size: args
+            .relay_batch_size
+            .unwrap_or(jobwire_relay::RelayConfig::default().batch_size),
+        relay_concurrency: args
+            .relay_concurrency
+            .unwrap_or(jobwire_relay::RelayConfig::default().concurrency),
         timeout: Duration::from_secs(args.timeout_seconds),
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
         keep_jobs: args.keep_jobs,
@@ -186,6 +191,8 @@ pub(crate) async fn bench(pool: PgPool, args: BenchArgs) -> Result<()> {
     }
     let mut environment = jobwire_bench::environment(&pool).await?;
     environment.metrics = args.metrics;
+    environment.relay_batch_size = config.relay_batch_size;
+    environment.relay_concurrency = config.relay_concurrency;
     // Written after every path, so a long run keeps what it measured.
     let write_files = |reports: &[jobwire_bench::PathReport]| -> Result<()> {
         if let Some(file) = &args.json {

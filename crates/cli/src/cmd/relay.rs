@@ -15,17 +15,17 @@ pub(crate) struct RelayArgs {
     #[command(flatten)]
     broker: brokers::BrokerArgs,
     /// Most rows per pass (one transaction, one publish call).
-    #[arg(long, default_value_t = 500)]
+    #[arg(long, default_value_t = jobwire_relay::RelayConfig::default().batch_size)]
     batch_size: usize,
     /// Parallel drain tasks (unordered mode).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = jobwire_relay::RelayConfig::default().concurrency)]
     concurrency: usize,
     /// Publish rows of one message key in id order, with keys hashed into
     /// this many shards (each drained by one relay at a time).
     #[arg(long)]
     ordered_shards: Option<u32>,
     /// Attempts before a row that keeps failing is moved to job_outbox_dead.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = jobwire_relay::RelayConfig::default().max_attempts)]
     max_attempts: i32,
     /// Prefix added to every outbox topic to form the broker destination.
     #[arg(long, default_value = "")]
