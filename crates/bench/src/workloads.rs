@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::harness::{
     Measurement, Runs, clean_up, fresh_queue, progress_bar, run_pool, start, start_queues,
-    unfinished, wait_for_queue,
+    unfinished, wait_for_queue, warm_up,
 };
 use crate::stage_clock::{StageClock, TimedTransport};
 use crate::stages::stages;
@@ -259,8 +259,7 @@ pub async fn steady_rate(
     let runs = Runs::default();
     let work = run_pool(pool, config).await?;
     let running = start(&work, path, &queue, config, &runs);
-    // Let the worker (and a broker consumer's group) settle before the clock runs.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    warm_up(pool, &queue, config).await?;
     let arrived = arrivals(&work, &queue, path.rate, config.rate_duration, config).await?;
     let total = arrived.len();
     wait_for_queue(
@@ -321,6 +320,9 @@ pub async fn urgent_under_burst(
         config,
         &runs,
     );
+    // The bulk backlog drains meanwhile (its `bulk left` says how much of
+    // it the stream still ran beside).
+    warm_up(pool, &urgent, config).await?;
     let arrived = arrivals(
         &work,
         &urgent,
