@@ -29,9 +29,9 @@ pub struct Environment {
     pub build: &'static str,
     /// Whether Prometheus metrics were recorded (`--metrics`).
     pub metrics: bool,
-    /// The broker paths' relay: outbox rows per pass…
+    /// Outbox rows per relay pass on the broker paths.
     pub relay_batch_size: usize,
-    /// …and drain tasks.
+    /// Relay drain tasks on the broker paths.
     pub relay_concurrency: usize,
 }
 

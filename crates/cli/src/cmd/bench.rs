@@ -95,13 +95,13 @@ pub(crate) struct BenchArgs {
     /// Outbox rows in the relay-alone run (SQS: --sqs-jobs).
     #[arg(long, default_value_t = 100_000)]
     relay_rows: usize,
-    /// Outbox rows per relay pass (default: the relay's own default, as
-    /// `jobwire run` and `jobwire relay` use it).
-    #[arg(long)]
-    relay_batch_size: Option<usize>,
-    /// Relay drain tasks (default: the relay's own default).
-    #[arg(long)]
-    relay_concurrency: Option<usize>,
+    /// Outbox rows per relay pass (the relay's own default, as `jobwire
+    /// run` and `jobwire relay` run it).
+    #[arg(long, default_value_t = jobwire_relay::RelayConfig::default().batch_size)]
+    relay_batch_size: usize,
+    /// Relay drain tasks (the relay's own default).
+    #[arg(long, default_value_t = jobwire_relay::RelayConfig::default().concurrency)]
+    relay_concurrency: usize,
     /// Outbox rows per second in the outbox-lag run.
     #[arg(long, default_value_t = 1000)]
     lag_rate: u32,
@@ -175,12 +175,8 @@ pub(crate) async fn bench(pool: PgPool, args: BenchArgs) -> Result<()> {
         rate_duration: Duration::from_secs(args.rate_seconds),
         urgent_rate: args.urgent_rate,
         enqueue_batch: args.enqueue_batch,
-        relay_batch_size: args
-            .relay_batch_size
-            .unwrap_or(jobwire_relay::RelayConfig::default().batch_size),
-        relay_concurrency: args
-            .relay_concurrency
-            .unwrap_or(jobwire_relay::RelayConfig::default().concurrency),
+        relay_batch_size: args.relay_batch_size,
+        relay_concurrency: args.relay_concurrency,
         timeout: Duration::from_secs(args.timeout_seconds),
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
         keep_jobs: args.keep_jobs,
