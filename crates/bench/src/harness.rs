@@ -252,37 +252,21 @@ pub(crate) async fn wait_for_queue(
     outcome
 }
 
-/// Run one job through `queue` and wait for it to finish, then delete its
-/// row: an open-loop stream started after this times a path that is
-/// already delivering, not the worker's start. On Kafka a new consumer
-/// group is given its partitions only once the broker's initial rebalance
-/// delay has passed (`group.initial.rebalance.delay.ms`, 3 s by default in
-/// Kafka and in nisshi), and a worker serving two broker queues forms one
-/// group of two members; a stream started before that measured the group
-/// forming (docs/benchmarks.md, "The bench's relay at the relay's
-/// defaults; a warm-up job before each stream"). The row is deleted so that
-/// no count of the run includes it.
+/// Run one job through `queue`, an otherwise empty queue, and wait for it
+/// to finish, then delete its row: an open-loop stream started after this
+/// times a path that is already delivering, not the worker's start. On
+/// Kafka a new consumer group is given its partitions only once the
+/// broker's initial rebalance delay has passed
+/// (`group.initial.rebalance.delay.ms`, 3 s by default in Kafka and in
+/// nisshi), and a worker serving two broker queues forms one group of two
+/// members; a stream started before that measured the group forming
+/// (docs/benchmarks.md, "The bench's relay at the relay's defaults; a
+/// warm-up job before each stream"). The row is deleted so that no count
+/// of the run includes it.
 pub(crate) async fn warm_up(pool: &PgPool, queue: &str, config: &BenchConfig) -> Result<()> {
     let job = NewJob::new("bench_noop", serde_json::json!({ "warm_up": true })).with_queue(queue);
     let job_id = jobwire_core::enqueue(pool, &job).await?.job_id;
-    let deadline = Instant::now() + config.timeout;
-    loop {
-        let finished: bool =
-            sqlx::query_scalar("SELECT state = 'SUCCEEDED' FROM jobs WHERE job_id = $1")
-                .bind(job_id)
-                .fetch_one(pool)
-                .await?;
-        if finished {
-            break;
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "{queue}: the warm-up job did not finish within {:?}",
-                config.timeout
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for_queue(pool, queue, 1, config, format!("{queue} warm-up")).await?;
     sqlx::query("DELETE FROM jobs WHERE job_id = $1")
         .bind(job_id)
         .execute(pool)
