@@ -1,7 +1,16 @@
 //! Apache Kafka (or any Kafka-protocol broker) through rdkafka: an idempotent
 //! producer with `acks=all` keyed by the message key (per-key order through
-//! the partition), an explicit ensure-topic step, and a consumer group whose
-//! offsets are committed only up to the lowest unacknowledged delivery.
+//! the partition), an explicit ensure-topic step, and a consumer group per
+//! topic whose offsets are committed only up to the lowest unacknowledged
+//! delivery.
+//!
+//! A group rebalances as a whole: when a member joins or leaves, every
+//! member stops receiving until all of them have joined again, and a member
+//! joins only when its subscriber is asked to receive (a worker asks only
+//! while the queue has a free slot, so a queue busy with long jobs holds a
+//! rebalance up until one finishes). So each topic gets a group of its own,
+//! named [`group_for_topic`]: a worker that starts or stops serving one
+//! queue pauses no other queue's wake-ups, in its own process or any other.
 //!
 //! Offsets are committed only from what this member received in the
 //! partition's current log: the progress of a partition is forgotten when
@@ -362,7 +371,7 @@ impl Transport for KafkaTransport {
         let revoked = Arc::new(std::sync::Mutex::new(Vec::new()));
         let consumer: StreamConsumer<RevocationContext> = ClientConfig::new()
             .set("bootstrap.servers", &self.shared.config.bootstrap)
-            .set("group.id", &options.group)
+            .set("group.id", group_for_topic(&options.group, topic))
             .set("enable.auto.commit", "false")
             .set("auto.offset.reset", "earliest")
             .set("enable.partition.eof", "false")
@@ -401,6 +410,13 @@ impl Transport for KafkaTransport {
     async fn delete_topic(&self, topic: &str) -> Result<(), TransportError> {
         self.shared.delete_topic(topic).await
     }
+}
+
+/// The consumer group that subscribes to `topic`: `<group>.<topic>`, where
+/// `group` is [`SubscribeOptions::group`] (see the module's head for why a
+/// group per topic).
+pub fn group_for_topic(group: &str, topic: &str) -> String {
+    format!("{group}.{topic}")
 }
 
 /// Which offsets of a partition are received but not yet acknowledged.

@@ -186,7 +186,9 @@ impl From<PublishError> for TransportError {
 /// How to subscribe.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubscribeOptions {
-    /// Consumer group (Kafka); members of one group share the partitions.
+    /// Consumer group (Kafka): each topic is subscribed in a group of its
+    /// own, `<group>.<topic>` (`kafka::group_for_topic`), whose members share
+    /// the topic's partitions.
     pub group: String,
     /// Most unacknowledged deliveries in flight (RabbitMQ prefetch; an upper
     /// bound for the others).

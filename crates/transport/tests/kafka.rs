@@ -112,3 +112,73 @@ async fn a_log_that_starts_over_does_not_skip_or_repeat_wake_ups() {
     second.close().await.unwrap();
     let _ = transport.delete_topic(&topic).await;
 }
+
+/// A consumer group rebalances as a whole: when a member joins, every
+/// member's partitions are taken away and handed out again once all of them
+/// have joined again, and none of them receives meanwhile. A worker
+/// subscribes to each of its queues' topics with the same options, so with
+/// one group for all of them a worker starting to serve one queue paused
+/// every other queue's wake-ups in the group (for as long as a member whose
+/// queue was busy took to join again). Each topic now has a group of its
+/// own. Here the first subscriber is not asked to receive while the second
+/// one joins (as a worker's busy queue is not): in one shared group the
+/// second one would get nothing until it was. And a delivery the first one
+/// left unacknowledged would come a second time after a rebalance of its
+/// group, read again from the last committed offset.
+#[tokio::test]
+async fn subscribing_to_another_topic_leaves_this_topics_group_alone() {
+    use jobwire_transport::SubscribeOptions;
+    use jobwire_transport::conformance::{envelope, receive_count};
+
+    let transport = KafkaTarget.transport().await;
+    let first_topic = KafkaTarget.topic("group_per_topic_first");
+    let second_topic = KafkaTarget.topic("group_per_topic_second");
+    let options = SubscribeOptions {
+        group: format!("per-topic-{}", uuid::Uuid::new_v4().simple()),
+        prefetch: 100,
+        ..SubscribeOptions::default()
+    };
+    let publish = |topic: &str, label: &str| {
+        let transport = transport.clone();
+        let message = envelope(topic, Some("one-key"), label.as_bytes());
+        async move {
+            let results = transport.publish(&[message]).await;
+            assert!(results.iter().all(Result::is_ok), "{results:?}");
+        }
+    };
+    let labels = |deliveries: &[jobwire_transport::Delivery]| -> Vec<String> {
+        deliveries
+            .iter()
+            .map(|d| String::from_utf8_lossy(&d.payload).into_owned())
+            .collect()
+    };
+
+    let mut first = transport.subscribe(&first_topic, &options).await.unwrap();
+    publish(&first_topic, "first-0").await;
+    let received = receive_count(first.as_mut(), 1, Duration::from_secs(60)).await;
+    assert_eq!(labels(&received), vec!["first-0"]);
+    // Left unacknowledged on purpose (see above).
+
+    // Another topic, the same options: its subscriber has its partitions
+    // once it receives. In one shared group, that assignment would have
+    // come from a rebalance that took the first topic's partition away.
+    let mut second = transport.subscribe(&second_topic, &options).await.unwrap();
+    publish(&second_topic, "second-0").await;
+    let received = receive_count(second.as_mut(), 1, Duration::from_secs(60)).await;
+    assert_eq!(labels(&received), vec!["second-0"]);
+
+    let again = first.receive(10, Duration::from_secs(5)).await.unwrap();
+    assert!(
+        again.is_empty(),
+        "the first topic's group rebalanced and delivered again: {:?}",
+        labels(&again)
+    );
+    publish(&first_topic, "first-1").await;
+    let next = receive_count(first.as_mut(), 1, Duration::from_secs(60)).await;
+    assert_eq!(labels(&next), vec!["first-1"]);
+
+    first.close().await.unwrap();
+    second.close().await.unwrap();
+    let _ = transport.delete_topic(&first_topic).await;
+    let _ = transport.delete_topic(&second_topic).await;
+}

@@ -78,7 +78,8 @@ pub(crate) struct WorkerArgs {
     /// Also serve the HTTP API on this address (e.g. 127.0.0.1:8080).
     #[arg(long)]
     listen: Option<std::net::SocketAddr>,
-    /// Consumer group (Kafka) for broker-dispatched queues.
+    /// Kafka consumer groups for broker-dispatched queues: each topic is
+    /// subscribed in a group of its own, named `<this>.<topic>`.
     #[arg(long, default_value = "jobwire-workers")]
     consumer_group: String,
     #[command(flatten)]
