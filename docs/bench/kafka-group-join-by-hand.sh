@@ -9,12 +9,16 @@
 # pgbench enqueues single-job transactions into S at RATE/s (default 100)
 # for STREAM_S seconds (default 40). At JOIN_AT s (default 10) a `jobwire worker`
 # for queue O (a topic of its own) starts with the same --consumer-group;
-# LEAVE_AFTER s later (default 15) it stops. Then, for S's jobs, the
-# enqueue -> claim time (created_at -> heartbeat_at, the claim's now())
-# by 2.5 s of the stream, marked where O's worker started and stopped, and
-# the p50/p95/max over the whole stream.
+# LEAVE_AFTER s later (default 15) it stops; meanwhile one job enqueued on
+# O shows when O's worker had joined its group and received ("O serves").
+# Then, for S's jobs, the enqueue -> claim time (created_at -> heartbeat_at,
+# the claim's now()): p50/p95/max over the whole stream, and by 2.5 s of
+# it; and when (s from S's first job) B got busy, O started, O served, B's
+# job ended and O stopped.
 #
 #   DB=kgj BIN=target/release/jobwire docs/bench/kafka-group-join-by-hand.sh
+#
+# LOG=file keeps the `jobwire run` process's output (O's goes to LOG.o).
 #
 # Needs the services of scripts/services running (Kafka on 127.0.0.1:9092)
 # and pgbench. Drops and recreates database DB (default
@@ -34,7 +38,7 @@ B=busy_$run_id
 BUSY_MS=${BUSY_MS:-20000}
 GROUP=group-join-$run_id
 PSQL=(psql -h 127.0.0.1 -U postgres -X -q)
-"${PSQL[@]}" -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" 2>/dev/null
+"${PSQL[@]}" -c "DROP DATABASE IF EXISTS \"$DB\"" -c "CREATE DATABASE \"$DB\""
 export DATABASE_URL=postgres://postgres@127.0.0.1:5432/$DB
 "$BIN" migrate >/dev/null
 "${PSQL[@]}" -d "$DB" -c "CREATE TABLE group_join_marks (what text, at timestamptz)"
@@ -42,34 +46,44 @@ common=(--consumer-group "$GROUP" --no-retention --no-scheduler --no-reconciler)
 "$BIN" run --transport kafka --queue "$S=16" --queue "$B=1" "${common[@]}" >"${LOG:-/dev/null}" 2>&1 &
 runner=$!
 other=
-trap 'kill -INT $runner $other 2>/dev/null || true' EXIT
-until [[ $("${PSQL[@]}" -d "$DB" -tAc "SELECT count(*) FROM job_queues WHERE queue = '$S' AND dispatch = 'broker'") == 1 ]]; do
-    sleep 0.2
-done
-sleep 6 # the groups form (the broker's initial rebalance delay is 3 s)
+producer=
+script=$(mktemp)
+trap 'kill -INT $runner $other $producer 2>/dev/null || true; rm -f "$script"' EXIT
+# Wait at most 60 s for COUNT rows from QUERY.
+wait_for() {
+    local deadline=$((SECONDS + 60))
+    until [[ $("${PSQL[@]}" -d "$DB" -tAc "$2") == "$1" ]]; do
+        if ((SECONDS > deadline)); then
+            echo "gave up after 60 s waiting for: $2" >&2
+            exit 1
+        fi
+        sleep 0.1
+    done
+}
+wait_for 1 "SELECT count(*) FROM job_queues WHERE queue = '$S' AND dispatch = 'broker'"
+sleep 6 # the groups form
 if ((BUSY_MS > 0)); then
     "${PSQL[@]}" -d "$DB" -c "INSERT INTO jobs (job_id, queue, job_type, payload)
         VALUES (jobwire_uuidv7(), '$B', 'sleep', '{\"ms\": $BUSY_MS}')"
-    until [[ $("${PSQL[@]}" -d "$DB" -tAc "SELECT count(*) FROM jobs WHERE queue = '$B' AND state = 'RUNNING'") == 1 ]]; do
-        sleep 0.1
-    done
+    wait_for 1 "SELECT count(*) FROM jobs WHERE queue = '$B' AND state = 'RUNNING'"
     "${PSQL[@]}" -d "$DB" -c "INSERT INTO group_join_marks VALUES ('B busy', clock_timestamp())"
 fi
-script=$(mktemp)
 echo "INSERT INTO jobs (job_id, queue, job_type) VALUES (jobwire_uuidv7(), '$S', 'noop');" >"$script"
 pgbench -n -h 127.0.0.1 -U postgres -c 1 -R "$RATE" -T "$STREAM_S" -f "$script" "$DB" >/dev/null 2>&1 &
 producer=$!
 sleep "$JOIN_AT"
 "${PSQL[@]}" -d "$DB" -c "INSERT INTO group_join_marks VALUES ('O starts', clock_timestamp())"
-"$BIN" worker --transport kafka --queue "$O=4" "${common[@]}" >/dev/null 2>&1 &
+"$BIN" worker --transport kafka --queue "$O=4" "${common[@]}" >"${LOG:-/dev/null}${LOG:+.o}" 2>&1 &
 other=$!
+wait_for 1 "SELECT count(*) FROM job_queues WHERE queue = '$O' AND dispatch = 'broker'"
+"${PSQL[@]}" -d "$DB" -c "INSERT INTO jobs (job_id, queue, job_type) VALUES (jobwire_uuidv7(), '$O', 'noop')"
 sleep "$LEAVE_AFTER"
 "${PSQL[@]}" -d "$DB" -c "INSERT INTO group_join_marks VALUES ('O stops', clock_timestamp())"
 kill -INT "$other"
 wait "$other" || true
 other=
 wait "$producer"
-rm -f "$script"
+producer=
 deadline=$((SECONDS + 120))
 until [[ $("${PSQL[@]}" -d "$DB" -tAc "SELECT count(*) FROM jobs WHERE queue = '$S' AND heartbeat_at IS NULL") == 0 ]]; do
     if ((SECONDS > deadline)); then
@@ -110,5 +124,6 @@ echo "-- when (s from S's first job):"
     WITH first AS (SELECT min(created_at) AS at FROM jobs WHERE queue = '$S')
     SELECT w.what, round(extract(epoch FROM w.at - f.at)::numeric, 1) AS s
     FROM (SELECT what, at FROM group_join_marks
-          UNION ALL SELECT 'B finished', finished_at FROM jobs WHERE queue = '$B') w, first f
+          UNION ALL SELECT 'B finished', finished_at FROM jobs WHERE queue = '$B'
+          UNION ALL SELECT 'O serves', heartbeat_at FROM jobs WHERE queue = '$O') w, first f
     ORDER BY w.at"

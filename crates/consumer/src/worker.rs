@@ -74,8 +74,9 @@ pub struct WorkerConfig {
     pub poll_interval: Duration,
     /// Broker path: longest wait of one receive call.
     pub receive_wait: Duration,
-    /// Broker path: consumer group and visibility timeout (the prefetch is
-    /// each queue's concurrency).
+    /// Broker path: consumer group (on Kafka the prefix of one group per
+    /// topic) and visibility timeout (the prefetch is each queue's
+    /// concurrency).
     pub subscribe: SubscribeOptions,
     /// How long shutdown waits for running jobs before cancelling them.
     pub shutdown_timeout: Duration,

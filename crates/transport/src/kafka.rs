@@ -10,7 +10,11 @@
 //! while the queue has a free slot, so a queue busy with long jobs holds a
 //! rebalance up until one finishes). So each topic gets a group of its own,
 //! named [`group_for_topic`]: a worker that starts or stops serving one
-//! queue pauses no other queue's wake-ups, in its own process or any other.
+//! topic pauses no other topic's wake-ups, in its own process or any other
+//! (queues that share a topic share its group). This is librdkafka's
+//! default, eager rebalancing; the cooperative kind (`cooperative-sticky`)
+//! would let members keep their partitions through a rebalance, but not
+//! stop a member that is not receiving from holding the rebalance up.
 //!
 //! Offsets are committed only from what this member received in the
 //! partition's current log: the progress of a partition is forgotten when
