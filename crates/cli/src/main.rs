@@ -14,7 +14,7 @@ use cmd::schedule::ScheduleCommand;
 use cmd::serve::ServeArgs;
 use cmd::tenant::TenantCommand;
 use cmd::token::TokenCommand;
-use cmd::worker::WorkerArgs;
+use cmd::worker::{RunArgs, WorkerArgs};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -87,7 +87,7 @@ enum Command {
     /// Everything in one process until Ctrl-C / SIGTERM: relay (for a broker
     /// transport), worker, sweeper, reconciler; an empty database gets the
     /// schema first. Default transport: memory (in-process).
-    Run(WorkerArgs),
+    Run(RunArgs),
     /// Migrate, enqueue a realistic mix of jobs, run them, report each one's fate.
     Demo(demo::DemoArgs),
     /// Recurring schedules: put, list, show, pause, resume, rm.
@@ -191,8 +191,8 @@ async fn run(command: Command, pool: PgPool) -> Result<()> {
         Command::Cancel { job_id, actor } => cmd::cancel::cancel(&pool, job_id, &actor).await?,
         Command::DeadLetters { json } => cmd::dead_letters::dead_letters(&pool, json).await?,
         Command::Replay(args) => cmd::replay::replay(&pool, args).await?,
-        Command::Worker(args) => cmd::worker::serve(pool, args, false).await?,
-        Command::Run(args) => cmd::worker::serve(pool, args, true).await?,
+        Command::Worker(args) => cmd::worker::serve(pool, args, None).await?,
+        Command::Run(args) => cmd::worker::run(pool, args).await?,
         Command::Relay(args) => cmd::relay::relay(pool, args).await?,
         Command::Serve(args) => cmd::serve::serve(pool, args).await?,
         Command::Schedule(command) => cmd::schedule::schedule(&pool, command).await?,

@@ -1010,3 +1010,118 @@ async fn a_schedule_nothing_fires_is_shown_as_overdue() {
     pool.close().await;
     db.drop_database().await;
 }
+
+/// `jobwire run`'s relay takes `--relay-batch-size` and `--relay-concurrency`
+/// (it ran at the relay's defaults, with no way to change them), and a
+/// setting that cannot work is refused before anything is written (`run`
+/// migrates an empty database).
+#[tokio::test]
+async fn run_takes_the_relays_settings() {
+    let db = FreshDatabase::create().await;
+    // Were the setting taken, `run` would serve until stopped: give it 30 s.
+    let mut refused = Command::new(JOBWIRE)
+        .args(["run", "--relay-batch-size", "0"])
+        .env("DATABASE_URL", &db.url)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while refused.try_wait().unwrap().is_none() {
+        if tokio::time::Instant::now() > deadline {
+            refused.kill().unwrap();
+            panic!("`run --relay-batch-size 0` was not refused: still running after 30 s");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let refused = refused.wait_with_output().unwrap();
+    assert!(!refused.status.success());
+    assert_says(&stderr(&refused), "relay.batch_size");
+    let pool = db.pool().await;
+    let schema: Option<String> = sqlx::query_scalar("SELECT to_regclass('jobs')::text")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(schema, None, "nothing written");
+
+    let queue = format!("relay_flags_{}", Uuid::new_v4().simple());
+    let queue_arg = format!("{queue}=8");
+    let runner = Command::new(JOBWIRE)
+        .args([
+            "run",
+            "--queue",
+            &queue_arg,
+            "--relay-batch-size",
+            "7",
+            "--relay-concurrency",
+            "2",
+            "--no-scheduler",
+            "--shutdown-timeout-s",
+            "1",
+        ])
+        .env("DATABASE_URL", &db.url)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The queue is declared broker-dispatched (the in-process transport)
+    // once `run` has migrated and started; a query before that fails.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let declared: Option<i64> = sqlx::query_scalar(
+            "SELECT count(*) FROM job_queues WHERE queue = $1 AND dispatch = 'broker'",
+        )
+        .bind(&queue)
+        .fetch_one(&pool)
+        .await
+        .ok();
+        if declared == Some(1) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "queue not declared");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // 30 jobs in one transaction: their 30 outbox rows are there together
+    // for the relay's first pass, which may take only 7 of them.
+    let jobs: Vec<jobwire_core::NewJob> = (0..30)
+        .map(|n| {
+            jobwire_core::NewJob::new("noop", serde_json::json!({ "n": n })).with_queue(&queue)
+        })
+        .collect();
+    jobwire_core::enqueue_many(&pool, &jobs).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let done: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM jobs WHERE queue = $1 AND state = 'SUCCEEDED'",
+        )
+        .bind(&queue)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        if done == 30 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{done} of 30 jobs done"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let status = Command::new("kill")
+        .args(["-INT", &runner.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = runner.wait_with_output().unwrap();
+    assert!(output.status.success());
+    let out = stdout(&output);
+    let report: serde_json::Value = serde_json::from_str(out.lines().last().unwrap_or_default())
+        .unwrap_or_else(|err| panic!("{err}: {out}"));
+    let relay = &report["relays"][0];
+    assert_eq!(relay["published"], 30, "{report}");
+    assert_eq!(relay["largest_batch"], 7, "{report}");
+    pool.close().await;
+    db.drop_database().await;
+}

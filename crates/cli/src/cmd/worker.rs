@@ -88,6 +88,33 @@ pub(crate) struct WorkerArgs {
     metrics: crate::metrics::MetricsArgs,
 }
 
+/// `jobwire run`: a worker's arguments, and the in-process relay's.
+#[derive(clap::Args)]
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    worker: WorkerArgs,
+    /// The in-process relay: most outbox rows per pass (one transaction, one
+    /// publish call), as `jobwire relay --batch-size`.
+    #[arg(long, default_value_t = jobwire_relay::RelayConfig::default().batch_size)]
+    relay_batch_size: usize,
+    /// The in-process relay: parallel drain tasks, as `jobwire relay
+    /// --concurrency`.
+    #[arg(long, default_value_t = jobwire_relay::RelayConfig::default().concurrency)]
+    relay_concurrency: usize,
+}
+
+/// `jobwire run`: the worker with a relay in the same process.
+pub(crate) async fn run(pool: PgPool, args: RunArgs) -> Result<()> {
+    let relay = jobwire_relay::RelayConfig {
+        batch_size: args.relay_batch_size,
+        concurrency: args.relay_concurrency,
+        ..jobwire_relay::RelayConfig::default()
+    };
+    // Before anything is written (`run` migrates an empty database).
+    relay.validate()?;
+    serve(pool, args.worker, Some(relay)).await
+}
+
 fn parse_queue(spec: &str) -> Result<QueueConfig> {
     match spec.split_once('=') {
         None => Ok(QueueConfig::new(spec, 16)),
@@ -100,8 +127,14 @@ fn parse_queue(spec: &str) -> Result<QueueConfig> {
     }
 }
 
-/// `jobwire worker` (`with_relay = false`) and `jobwire run` (`true`).
-pub(crate) async fn serve(pool: PgPool, args: WorkerArgs, with_relay: bool) -> Result<()> {
+/// `jobwire worker` (`relay` is `None`) and `jobwire run` (the relay's
+/// settings).
+pub(crate) async fn serve(
+    pool: PgPool,
+    args: WorkerArgs,
+    relay: Option<jobwire_relay::RelayConfig>,
+) -> Result<()> {
+    let with_relay = relay.is_some();
     if with_relay {
         database::migrate_if_empty(&pool).await?;
     } else {
@@ -189,11 +222,11 @@ pub(crate) async fn serve(pool: PgPool, args: WorkerArgs, with_relay: bool) -> R
     node = args.metrics.add_to(node, &pool).await?;
     if let Some(transport) = transport {
         worker = worker.with_transport(transport.clone());
-        if with_relay {
+        if let Some(relay) = relay {
             node = node.with_relay(jobwire_relay::Relay::new(
                 pool.clone(),
                 transport.clone(),
-                jobwire_relay::RelayConfig::default(),
+                relay,
             ));
         }
         node = node.closing(transport);
