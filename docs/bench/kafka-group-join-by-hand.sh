@@ -25,6 +25,7 @@
 # jobwire_group_join_by_hand) on the local PostgreSQL. Each run uses new
 # queues, topics and a new group prefix.
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 BIN=${BIN:-target/release/jobwire}
 DB=${DB:-jobwire_group_join_by_hand}
 RATE=${RATE:-100}
@@ -95,13 +96,7 @@ done
 kill -INT "$runner"
 wait "$runner" || true
 trap - EXIT
-"${PSQL[@]}" -d "$DB" -c "
-    SELECT count(*) AS jobs,
-           round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 1) AS p50_ms,
-           round(percentile_cont(0.95) WITHIN GROUP (ORDER BY ms)::numeric, 1) AS p95_ms,
-           round(max(ms)::numeric, 1) AS max_ms
-    FROM (SELECT extract(epoch FROM heartbeat_at - created_at) * 1000 AS ms
-          FROM jobs WHERE queue = '$S' AND heartbeat_at IS NOT NULL) t"
+"${PSQL[@]}" -d "$DB" -v queue="$S" -f "$here/enqueue-to-claim.sql"
 echo "-- S's enqueue -> claim by 2.5 s of the stream (s: from the first job):"
 "${PSQL[@]}" -d "$DB" -c "
     WITH first AS (SELECT min(created_at) AS at FROM jobs WHERE queue = '$S'),

@@ -17,6 +17,7 @@
 # recreates database DB (default jobwire_worker_start_by_hand) on the local
 # PostgreSQL.
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 BIN=${BIN:-target/release/jobwire}
 DB=${DB:-jobwire_worker_start_by_hand}
 RATE=${RATE:-100}
@@ -51,13 +52,7 @@ until [[ $("${PSQL[@]}" -d "$DB" -tAc "SELECT count(*) FROM jobs WHERE queue = '
     fi
     sleep 0.2
 done
-"${PSQL[@]}" -d "$DB" -c "
-    SELECT count(*) AS jobs,
-           round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 1) AS p50_ms,
-           round(percentile_cont(0.95) WITHIN GROUP (ORDER BY ms)::numeric, 1) AS p95_ms,
-           round(max(ms)::numeric, 1) AS max_ms
-    FROM (SELECT extract(epoch FROM heartbeat_at - created_at) * 1000 AS ms
-          FROM jobs WHERE queue = '$A' AND heartbeat_at IS NOT NULL) t"
+"${PSQL[@]}" -d "$DB" -v queue="$A" -f "$here/enqueue-to-claim.sql"
 echo "-- A's enqueue -> claim by 0.5 s of the stream (s: from the first job):"
 "${PSQL[@]}" -d "$DB" -c "
     WITH first AS (SELECT min(created_at) AS at FROM jobs WHERE queue = '$A')
