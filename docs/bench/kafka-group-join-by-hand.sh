@@ -96,6 +96,7 @@ done
 kill -INT "$runner"
 wait "$runner" || true
 trap - EXIT
+rm -f "$script"
 "${PSQL[@]}" -d "$DB" -v queue="$S" -f "$here/enqueue-to-claim.sql"
 echo "-- S's enqueue -> claim by 2.5 s of the stream (s: from the first job):"
 "${PSQL[@]}" -d "$DB" -c "

@@ -1011,17 +1011,14 @@ async fn a_schedule_nothing_fires_is_shown_as_overdue() {
     db.drop_database().await;
 }
 
-/// `jobwire run`'s relay takes `--relay-batch-size` and `--relay-concurrency`
-/// (it ran at the relay's defaults, with no way to change them), and a
-/// setting that cannot work is refused before anything is written (`run`
-/// migrates an empty database).
-#[tokio::test]
-async fn run_takes_the_relays_settings() {
-    let db = FreshDatabase::create().await;
-    // Were the setting taken, `run` would serve until stopped: give it 30 s.
+/// `jobwire run ARGS` where ARGS hold a setting that cannot work: the
+/// process's output once it has exited. Were the setting taken, `run` would
+/// serve until stopped: it gets 30 s.
+async fn run_refused(url: &str, args: &[&str]) -> Output {
     let mut refused = Command::new(JOBWIRE)
-        .args(["run", "--relay-batch-size", "0"])
-        .env("DATABASE_URL", &db.url)
+        .arg("run")
+        .args(args)
+        .env("DATABASE_URL", url)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -1031,13 +1028,28 @@ async fn run_takes_the_relays_settings() {
     while refused.try_wait().unwrap().is_none() {
         if tokio::time::Instant::now() > deadline {
             refused.kill().unwrap();
-            panic!("`run --relay-batch-size 0` was not refused: still running after 30 s");
+            panic!("`run {args:?}` was not refused: still running after 30 s");
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let refused = refused.wait_with_output().unwrap();
-    assert!(!refused.status.success());
-    assert_says(&stderr(&refused), "relay.batch_size");
+    refused.wait_with_output().unwrap()
+}
+
+/// `jobwire run`'s relay takes `--relay-batch-size` and `--relay-concurrency`
+/// (it ran at the relay's defaults, with no way to change them), and a
+/// setting that cannot work is refused before anything is written (`run`
+/// migrates an empty database).
+#[tokio::test]
+async fn run_takes_the_relays_settings() {
+    let db = FreshDatabase::create().await;
+    for (flag, setting) in [
+        ("--relay-batch-size", "relay.batch_size"),
+        ("--relay-concurrency", "relay.concurrency"),
+    ] {
+        let refused = run_refused(&db.url, &[flag, "0"]).await;
+        assert!(!refused.status.success());
+        assert_says(&stderr(&refused), setting);
+    }
     let pool = db.pool().await;
     let schema: Option<String> = sqlx::query_scalar("SELECT to_regclass('jobs')::text")
         .fetch_one(&pool)
@@ -1047,7 +1059,10 @@ async fn run_takes_the_relays_settings() {
 
     let queue = format!("relay_flags_{}", Uuid::new_v4().simple());
     let queue_arg = format!("{queue}=8");
-    let runner = Command::new(JOBWIRE)
+    // The relay's log goes to a file: a pipe nobody reads until the end
+    // could fill and stall the process.
+    let log_path = std::env::temp_dir().join(format!("{queue}.log"));
+    let mut runner = Command::new(JOBWIRE)
         .args([
             "run",
             "--queue",
@@ -1061,9 +1076,9 @@ async fn run_takes_the_relays_settings() {
             "1",
         ])
         .env("DATABASE_URL", &db.url)
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", "warn,jobwire_relay=info")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::from(std::fs::File::create(&log_path).unwrap()))
         .spawn()
         .unwrap();
     // The queue is declared broker-dispatched (the in-process transport)
@@ -1080,7 +1095,10 @@ async fn run_takes_the_relays_settings() {
         if declared == Some(1) {
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "queue not declared");
+        if tokio::time::Instant::now() > deadline {
+            runner.kill().unwrap();
+            panic!("queue not declared within 60 s");
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // 30 jobs in one transaction: their 30 outbox rows are there together
@@ -1103,10 +1121,10 @@ async fn run_takes_the_relays_settings() {
         if done == 30 {
             break;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{done} of 30 jobs done"
-        );
+        if tokio::time::Instant::now() > deadline {
+            runner.kill().unwrap();
+            panic!("{done} of 30 jobs done after 60 s");
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let status = Command::new("kill")
@@ -1114,6 +1132,14 @@ async fn run_takes_the_relays_settings() {
         .status()
         .unwrap();
     assert!(status.success());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while runner.try_wait().unwrap().is_none() {
+        if tokio::time::Instant::now() > deadline {
+            runner.kill().unwrap();
+            panic!("`run` still running 30 s after SIGINT");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let output = runner.wait_with_output().unwrap();
     assert!(output.status.success());
     let out = stdout(&output);
@@ -1122,6 +1148,12 @@ async fn run_takes_the_relays_settings() {
     let relay = &report["relays"][0];
     assert_eq!(relay["published"], 30, "{report}");
     assert_eq!(relay["largest_batch"], 7, "{report}");
+    // How many tasks drain is seen only in what the relay says as it starts.
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    std::fs::remove_file(&log_path).unwrap();
+    assert_says(&log, "relay started");
+    assert_says(&log, "batch_size=7");
+    assert_says(&log, "concurrency=2");
     pool.close().await;
     db.drop_database().await;
 }

@@ -102,7 +102,13 @@ impl Relay {
                 );
             }
         }
-        tracing::info!(transport = relay.transport.name(), "relay started");
+        // The settings in effect, for an operator tuning them.
+        tracing::info!(
+            transport = relay.transport.name(),
+            batch_size = relay.config.batch_size,
+            concurrency = relay.config.concurrency,
+            "relay started"
+        );
         // Beside the drain, not before it: a broker that is down must not
         // hold up the start, and the drain retries on its own. But an idle
         // relay publishes nothing, so without this a wrong address or
