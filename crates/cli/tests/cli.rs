@@ -1,7 +1,7 @@
 //! The `jobwire` binary against a real PostgreSQL: the demo, a worker killed
 //! with SIGKILL mid-job, and bad input at the command line.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use jobwire_core::JobState;
@@ -1024,15 +1024,22 @@ async fn run_refused(url: &str, args: &[&str]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while refused.try_wait().unwrap().is_none() {
+    let what = format!("`run {args:?}` was not refused");
+    wait_for_exit(&mut refused, Duration::from_secs(30), &what).await;
+    refused.wait_with_output().unwrap()
+}
+
+/// Wait at most `within` for `child` to exit; past that, kill it and fail
+/// with `what`.
+async fn wait_for_exit(child: &mut Child, within: Duration, what: &str) {
+    let deadline = tokio::time::Instant::now() + within;
+    while child.try_wait().unwrap().is_none() {
         if tokio::time::Instant::now() > deadline {
-            refused.kill().unwrap();
-            panic!("`run {args:?}` was not refused: still running after 30 s");
+            child.kill().unwrap();
+            panic!("{what}: still running after {within:?}");
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    refused.wait_with_output().unwrap()
 }
 
 /// `jobwire run`'s relay takes `--relay-batch-size` and `--relay-concurrency`
@@ -1132,14 +1139,7 @@ async fn run_takes_the_relays_settings() {
         .status()
         .unwrap();
     assert!(status.success());
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while runner.try_wait().unwrap().is_none() {
-        if tokio::time::Instant::now() > deadline {
-            runner.kill().unwrap();
-            panic!("`run` still running 30 s after SIGINT");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_exit(&mut runner, Duration::from_secs(30), "`run` after SIGINT").await;
     let output = runner.wait_with_output().unwrap();
     assert!(output.status.success());
     let out = stdout(&output);
