@@ -5,7 +5,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use jobwire_core::JobState;
-use jobwire_test_support::FreshDatabase;
+use jobwire_test_support::{FreshDatabase, enqueue_ids, wait_for_all_finished, wait_for_count};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -1089,24 +1089,18 @@ async fn run_takes_the_relays_settings() {
         .spawn()
         .unwrap();
     // The queue is declared broker-dispatched (the in-process transport)
-    // once `run` has migrated and started; a query before that fails.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let declared: Option<i64> = sqlx::query_scalar(
-            "SELECT count(*) FROM job_queues WHERE queue = $1 AND dispatch = 'broker'",
-        )
-        .bind(&queue)
-        .fetch_one(&pool)
-        .await
-        .ok();
-        if declared == Some(1) {
-            break;
-        }
-        if tokio::time::Instant::now() > deadline {
-            runner.kill().unwrap();
-            panic!("queue not declared within 60 s");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    // once `run` has migrated and started.
+    let declared = wait_for_count(
+        &pool,
+        "SELECT count(*) FROM job_queues WHERE queue = $1 AND dispatch = 'broker'",
+        &queue,
+        1,
+        Duration::from_secs(60),
+    )
+    .await;
+    if let Err(err) = declared {
+        runner.kill().unwrap();
+        panic!("queue not declared: {err}");
     }
     // 30 jobs in one transaction: their 30 outbox rows are there together
     // for the relay's first pass, which may take only 7 of them.
@@ -1115,25 +1109,19 @@ async fn run_takes_the_relays_settings() {
             jobwire_core::NewJob::new("noop", serde_json::json!({ "n": n })).with_queue(&queue)
         })
         .collect();
-    jobwire_core::enqueue_many(&pool, &jobs).await.unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let done: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM jobs WHERE queue = $1 AND state = 'SUCCEEDED'",
-        )
-        .bind(&queue)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-        if done == 30 {
-            break;
-        }
-        if tokio::time::Instant::now() > deadline {
-            runner.kill().unwrap();
-            panic!("{done} of 30 jobs done after 60 s");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let ids = enqueue_ids(&pool, &jobs).await.unwrap();
+    if let Err(err) = wait_for_all_finished(&pool, &ids, Duration::from_secs(60)).await {
+        runner.kill().unwrap();
+        panic!("{err}");
     }
+    let succeeded: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM jobs WHERE job_id = ANY($1) AND state = 'SUCCEEDED'",
+    )
+    .bind(&ids)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(succeeded, 30);
     let status = Command::new("kill")
         .args(["-INT", &runner.id().to_string()])
         .status()

@@ -5,7 +5,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use jobwire_core::{JobState, NewJob};
-use jobwire_test_support::FreshDatabase;
+use jobwire_test_support::{FreshDatabase, wait_for_count};
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -68,24 +68,9 @@ fn spawn_worker(command: &str, url: &str, queue: &str, worker_id: &str, sweeper:
 }
 
 async fn wait_until(pool: &PgPool, what: &str, query: &str, bind: &str, expected: i64) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        // Errors count as "not yet" (a query can race the processes'
-        // start-up).
-        let count: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(query.to_owned()))
-            .bind(bind)
-            .fetch_one(pool)
-            .await
-            .unwrap_or(-1);
-        if count == expected {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what}: stuck at {count}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    wait_for_count(pool, query, bind, expected, Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|err| panic!("{what}: {err}"));
 }
 
 fn signal(child: &Child, name: &str) {

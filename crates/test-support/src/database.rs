@@ -1,8 +1,42 @@
 //! [`FreshDatabase`]: a database of its own for a test that cannot use
-//! `#[sqlx::test]` (one that runs the `jobwire` binary against a URL).
+//! `#[sqlx::test]` (one that runs the `jobwire` binary against a URL); and
+//! [`wait_for_count`], to wait on such a process from its database.
 
+use std::time::Duration;
+
+use anyhow::{Result, bail};
 use sqlx::{Connection, PgConnection, PgPool};
 use uuid::Uuid;
+
+/// Poll until `query` (a count, with `bind` as its one parameter) returns
+/// `expected`, or fail after `timeout` with the last count. A query that
+/// errors counts as "not yet": it can race a process's start-up (the
+/// schema not migrated yet).
+pub async fn wait_for_count(
+    pool: &PgPool,
+    query: &str,
+    bind: &str,
+    expected: i64,
+    timeout: Duration,
+) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let count: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(query.to_owned()))
+            .bind(bind)
+            .fetch_one(pool)
+            .await
+            .unwrap_or(-1);
+        if count == expected {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!(
+                "stuck at {count} (-1: the query failed), {expected} expected, after {timeout:?}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
 
 /// A database of its own for one test, dropped at the end. The server is
 /// `DATABASE_URL`'s (default: the local PostgreSQL `scripts/services`
