@@ -168,6 +168,10 @@ impl Subscriber for TimedSubscriber {
         Ok(deliveries)
     }
 
+    async fn hold(&mut self, wait: Duration) -> Result<(), TransportError> {
+        self.inner.hold(wait).await
+    }
+
     async fn ack(&mut self, receipts: &[Receipt]) -> Result<(), TransportError> {
         self.inner.ack(receipts).await
     }

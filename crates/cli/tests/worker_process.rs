@@ -242,3 +242,102 @@ async fn a_stale_worker_that_wakes_up_late_changes_nothing() {
     pool.close().await;
     db.drop_database().await;
 }
+
+/// A Kafka worker whose only slot runs a long job, and a second worker
+/// started to help with the queue: the helper starts the queue's next jobs
+/// while the long one still runs. While every slot is busy a worker holds
+/// its subscription (it keeps polling with its partitions paused); a worker
+/// that went silent instead held up the rebalance that gives the helper
+/// its share of the topic's partitions until the long job ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_kafka_worker_lets_a_helper_take_its_share() {
+    let db = FreshDatabase::create().await;
+    migrate(&db.url);
+    let pool = db.pool().await;
+    let queue = format!("busy{}", &Uuid::new_v4().simple().to_string()[..8]);
+    // A group prefix of its own: no other test's members in its groups.
+    let group = format!("cli-tests-{}", Uuid::new_v4().simple());
+    let kafka_worker = |command: &str, slots: usize, worker_id: &str| {
+        Command::new(JOBWIRE)
+            .args([
+                command,
+                "--transport",
+                "kafka",
+                "--queue",
+                &format!("{queue}={slots}"),
+                "--worker-id",
+                worker_id,
+                "--consumer-group",
+                &group,
+                "--shutdown-timeout-s",
+                "1",
+            ])
+            .env("DATABASE_URL", &db.url)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+
+    let mut busy = kafka_worker("run", 1, "busy");
+    wait_until(
+        &pool,
+        "queue declared",
+        "SELECT count(*) FROM job_queues WHERE queue = $1 AND dispatch = 'broker'",
+        &queue,
+        1,
+    )
+    .await;
+    let long = NewJob::new("sleep", json!({"ms": 40_000})).with_queue(&queue);
+    let long = jobwire_core::enqueue(&pool, &long).await.unwrap().job_id;
+    wait_until(
+        &pool,
+        "the busy worker runs the long job",
+        "SELECT count(*) FROM jobs WHERE queue = $1 AND state = 'RUNNING' AND lease_owner = 'busy'",
+        &queue,
+        1,
+    )
+    .await;
+
+    let mut helper = kafka_worker("worker", 4, "helper");
+    let short: Vec<NewJob> = (0..8)
+        .map(|_| NewJob::new("sleep", json!({"ms": 10})).with_queue(&queue))
+        .collect();
+    jobwire_core::enqueue_many(&pool, &short).await.unwrap();
+    // The wake-ups on the partitions the helper gets reach it; those on the
+    // busy worker's own partitions wait for its slot. So some of the short
+    // jobs, not all, finish while the long one runs.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (short_done, long_state): (i64, String) = sqlx::query_as(
+            "SELECT (SELECT count(*) FROM jobs WHERE queue = $1 AND job_id <> $2
+                     AND state = 'SUCCEEDED'),
+                    (SELECT state FROM jobs WHERE job_id = $2)",
+        )
+        .bind(&queue)
+        .bind(long)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!(
+            long_state, "RUNNING",
+            "the long job ended before the helper finished any job ({short_done} done): \
+             the busy worker held the group's rebalance up"
+        );
+        if short_done >= 1 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the helper finished no job in 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    signal(&helper, "TERM");
+    helper.wait().unwrap();
+    signal(&busy, "TERM");
+    busy.wait().unwrap();
+    pool.close().await;
+    db.drop_database().await;
+}

@@ -8,7 +8,7 @@ use std::time::Duration;
 use jobwire_core::ClaimMiss;
 use jobwire_loop::{POLL_SPREAD, Pause, jittered, sleep};
 use jobwire_transport::{Delivery, Receipt, SubscribeOptions, Subscriber, Transport, header};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::JobRuntime;
@@ -105,9 +105,10 @@ pub(crate) async fn consume_queue(queue: BrokerQueue, stop: CancellationToken) {
     loop {
         // Receive only as many wake-ups as there are free slots: the broker
         // keeps the rest (and other workers can take them).
-        let first = tokio::select! {
-            slot = slots.clone().acquire_owned() => slot.expect("semaphore is never closed"),
-            _ = stop.cancelled() => break,
+        let Some(first) =
+            wait_for_a_slot(&slots, subscriber.as_mut(), &topic, receive_wait, &stop).await
+        else {
+            break;
         };
         let mut free = vec![first];
         while let Ok(slot) = slots.clone().try_acquire_owned() {
@@ -165,6 +166,48 @@ pub(crate) async fn consume_queue(queue: BrokerQueue, stop: CancellationToken) {
     }
     if let Err(err) = subscriber.close().await {
         tracing::warn!(%topic, error = %err, "closing the subscriber failed");
+    }
+}
+
+/// How long every slot must stay busy before the subscriber is asked to
+/// hold: a slot usually frees within moments, and a hold (on Kafka, a pause
+/// of the partitions) throws away what the consumer had fetched ahead.
+const HOLD_AFTER: Duration = Duration::from_millis(500);
+
+/// Wait for a free slot; `None` at `stop`. While every slot stays busy the
+/// subscriber holds: it takes nothing but keeps its subscription alive. A
+/// Kafka group member that stops polling holds up every rebalance of its
+/// group, so without this a worker started to help with a busy queue, or
+/// any worker of it stopping, would wait until one of this worker's jobs
+/// finished (up to five minutes, when librdkafka drops the silent member).
+async fn wait_for_a_slot(
+    slots: &Arc<Semaphore>,
+    subscriber: &mut dyn Subscriber,
+    topic: &str,
+    wait: Duration,
+    stop: &CancellationToken,
+) -> Option<OwnedSemaphorePermit> {
+    let acquire = slots.clone().acquire_owned();
+    tokio::pin!(acquire);
+    let mut hold_after = HOLD_AFTER;
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.cancelled() => return None,
+            slot = &mut acquire => return Some(slot.expect("semaphore is never closed")),
+            held = async {
+                tokio::time::sleep(hold_after).await;
+                subscriber.hold(wait).await
+            } => {
+                hold_after = match held {
+                    Ok(()) => Duration::ZERO,
+                    Err(err) => {
+                        tracing::warn!(%topic, error = %err, "holding the subscription failed; retrying");
+                        wait
+                    }
+                };
+            }
+        }
     }
 }
 

@@ -6,15 +6,18 @@
 //!
 //! A group rebalances as a whole: when a member joins or leaves, every
 //! member stops receiving until all of them have joined again, and a member
-//! joins only when its subscriber is asked to receive (a worker asks only
-//! while the queue has a free slot, so a queue busy with long jobs holds a
-//! rebalance up until one finishes). So each topic gets a group of its own,
-//! named [`group_for_topic`]: a worker that starts or stops serving one
-//! topic pauses no other topic's wake-ups, in its own process or any other
-//! (queues that share a topic share its group). This is librdkafka's
-//! default, eager rebalancing; the cooperative kind (`cooperative-sticky`)
-//! would let members keep their partitions through a rebalance, but not
-//! stop a member that is not receiving from holding the rebalance up.
+//! takes its part in a rebalance only while its consumer is polled. A
+//! worker receives only while the queue has a free slot; while every slot
+//! is busy it calls [`Subscriber::hold`], which pauses this member's
+//! partitions and keeps polling, so a queue busy with long jobs no longer
+//! holds up its group's rebalances until one finishes (up to librdkafka's
+//! `max.poll.interval.ms`, five minutes). And each topic gets a group of
+//! its own, named [`group_for_topic`]: a worker that starts or stops
+//! serving one topic pauses no other topic's wake-ups, in its own process
+//! or any other (queues that share a topic share its group). This is
+//! librdkafka's default, eager rebalancing; the cooperative kind
+//! (`cooperative-sticky`) would let members keep their partitions through
+//! a rebalance.
 //!
 //! Offsets are committed only from what this member received in the
 //! partition's current log: the progress of a partition is forgotten when
@@ -24,8 +27,9 @@
 //! committed and the next member would start past the end of the new log,
 //! skipping every wake-up below it — the reconciler's re-wakes included.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -373,7 +377,8 @@ impl Transport for KafkaTransport {
     ) -> Result<Box<dyn Subscriber>, TransportError> {
         self.shared.ensure_topic(topic).await?;
         let revoked = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let consumer: StreamConsumer<RevocationContext> = ClientConfig::new()
+        let holding = Arc::new(AtomicBool::new(false));
+        let consumer: StreamConsumer<RebalanceContext> = ClientConfig::new()
             .set("bootstrap.servers", &self.shared.config.bootstrap)
             .set("group.id", group_for_topic(&options.group, topic))
             .set("enable.auto.commit", "false")
@@ -384,8 +389,9 @@ impl Transport for KafkaTransport {
                 "fetch.wait.max.ms",
                 self.shared.config.fetch_wait.as_millis().to_string(),
             )
-            .create_with_context(RevocationContext {
+            .create_with_context(RebalanceContext {
                 revoked: revoked.clone(),
+                holding: holding.clone(),
             })
             .map_err(|err| TransportError::Refused(format!("consumer config: {err}")))?;
         consumer
@@ -397,6 +403,8 @@ impl Transport for KafkaTransport {
             progress: HashMap::new(),
             epochs: 0,
             revoked,
+            holding,
+            held: VecDeque::new(),
             last_position_check: tokio::time::Instant::now(),
             timeout: self.shared.config.timeout,
         }))
@@ -451,16 +459,21 @@ impl PartitionProgress {
     }
 }
 
-/// Tells the subscriber which partitions the group took away, so it stops
-/// tracking (and committing) them: the member that gets a partition next
-/// starts from the offset committed while this one still held it.
-struct RevocationContext {
+/// Runs inside the consumer's rebalances. Tells the subscriber which
+/// partitions the group took away, so it stops tracking (and committing)
+/// them: the member that gets a partition next starts from the offset
+/// committed while this one still held it. And sets what the group hands
+/// over paused while the subscriber holds (no slot free to take a
+/// delivery), resumed otherwise: librdkafka may keep a partition's pause
+/// through a revocation, and a partition paused for ever is never read.
+struct RebalanceContext {
     revoked: Arc<std::sync::Mutex<Vec<(String, i32)>>>,
+    holding: Arc<AtomicBool>,
 }
 
-impl ClientContext for RevocationContext {}
+impl ClientContext for RebalanceContext {}
 
-impl ConsumerContext for RevocationContext {
+impl ConsumerContext for RebalanceContext {
     fn pre_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Revoke(partitions) = rebalance {
             let mut revoked = self.revoked.lock().expect("revocation list poisoned");
@@ -469,10 +482,23 @@ impl ConsumerContext for RevocationContext {
             }
         }
     }
+
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(partitions) = rebalance {
+            let set = if self.holding.load(Ordering::Relaxed) {
+                consumer.pause(partitions)
+            } else {
+                consumer.resume(partitions)
+            };
+            if let Err(err) = set {
+                tracing::warn!(error = %err, "cannot pause or resume assigned kafka partitions");
+            }
+        }
+    }
 }
 
 struct KafkaSubscriber {
-    consumer: Option<Arc<StreamConsumer<RevocationContext>>>,
+    consumer: Option<Arc<StreamConsumer<RebalanceContext>>>,
     topic: String,
     progress: HashMap<(String, i32), PartitionProgress>,
     /// The last tracking epoch handed out (see [`PartitionProgress::epoch`]).
@@ -480,6 +506,12 @@ struct KafkaSubscriber {
     /// Partitions revoked since the last look (filled by the consumer's
     /// rebalance callback).
     revoked: Arc<std::sync::Mutex<Vec<(String, i32)>>>,
+    /// Set while [`Subscriber::hold`] has this member's partitions paused
+    /// (read by the rebalance callback).
+    holding: Arc<AtomicBool>,
+    /// Deliveries the broker handed over during a hold (fetched before the
+    /// pause took effect), returned first by the next receive.
+    held: VecDeque<Delivery>,
     /// When fetch positions were last compared with the logs' ends.
     last_position_check: tokio::time::Instant,
     /// Broker call timeout.
@@ -512,7 +544,7 @@ impl KafkaSubscriber {
     /// a position back to the start of the log.
     async fn rewind_positions_past_the_end(
         &mut self,
-        consumer: &Arc<StreamConsumer<RevocationContext>>,
+        consumer: &Arc<StreamConsumer<RebalanceContext>>,
     ) {
         if self.last_position_check.elapsed() < POSITION_CHECK_INTERVAL {
             return;
@@ -551,7 +583,34 @@ impl KafkaSubscriber {
         }
     }
 
-    fn consumer(&self) -> Result<&Arc<StreamConsumer<RevocationContext>>, TransportError> {
+    /// Pause (`holding`) or resume every partition this member has now,
+    /// and tell the rebalance callback which to do with those it gets next.
+    fn set_holding(
+        &self,
+        consumer: &StreamConsumer<RebalanceContext>,
+        holding: bool,
+    ) -> Result<(), TransportError> {
+        self.holding.store(holding, Ordering::Relaxed);
+        let assignment = consumer.assignment().map_err(|err| {
+            self.holding.store(!holding, Ordering::Relaxed);
+            TransportError::Unavailable(format!("assignment: {err}"))
+        })?;
+        if assignment.count() == 0 {
+            return Ok(());
+        }
+        let set = if holding {
+            consumer.pause(&assignment)
+        } else {
+            consumer.resume(&assignment)
+        };
+        set.map_err(|err| {
+            // Tried again at the next hold or receive.
+            self.holding.store(!holding, Ordering::Relaxed);
+            TransportError::Unavailable(format!("pause or resume: {err}"))
+        })
+    }
+
+    fn consumer(&self) -> Result<&Arc<StreamConsumer<RebalanceContext>>, TransportError> {
         self.consumer
             .as_ref()
             .ok_or_else(|| TransportError::Refused("subscriber is closed".into()))
@@ -644,6 +703,13 @@ impl Subscriber for KafkaSubscriber {
     ) -> Result<Vec<Delivery>, TransportError> {
         let consumer = self.consumer()?.clone();
         self.forget_revoked();
+        if self.holding.load(Ordering::Relaxed) {
+            self.set_holding(&consumer, false)?;
+        }
+        if !self.held.is_empty() {
+            let take = max.min(self.held.len());
+            return Ok(self.held.drain(..take).collect());
+        }
         let mut deliveries = Vec::new();
         match tokio::time::timeout(wait, consumer.recv()).await {
             Err(_) => {
@@ -664,6 +730,29 @@ impl Subscriber for KafkaSubscriber {
             }
         }
         Ok(deliveries)
+    }
+
+    /// Pause this member's partitions and keep polling the consumer, which
+    /// is what lets it take part in its group's rebalances. A message
+    /// fetched before the pause took effect is kept (and tracked, so its
+    /// offset is not committed past) for the next receive.
+    async fn hold(&mut self, wait: Duration) -> Result<(), TransportError> {
+        let consumer = self.consumer()?.clone();
+        self.forget_revoked();
+        if !self.holding.load(Ordering::Relaxed) {
+            self.set_holding(&consumer, true)?;
+        }
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            match tokio::time::timeout_at(deadline, consumer.recv()).await {
+                Err(_) => return Ok(()),
+                Ok(Err(err)) => return Err(TransportError::Unavailable(err.to_string())),
+                Ok(Ok(message)) => {
+                    let delivery = self.convert(&message);
+                    self.held.push_back(delivery);
+                }
+            }
+        }
     }
 
     async fn ack(&mut self, receipts: &[Receipt]) -> Result<(), TransportError> {

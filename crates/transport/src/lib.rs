@@ -292,6 +292,17 @@ pub trait Subscriber: Send {
         wait: Duration,
     ) -> Result<Vec<Delivery>, TransportError>;
 
+    /// Keep the subscription alive for up to `wait` while the caller can
+    /// take no deliveries (every slot busy), taking none: whatever the
+    /// broker hands over anyway is kept for the next
+    /// [`receive`](Self::receive). Most brokers need nothing of an idle
+    /// consumer, so the default just waits; a Kafka group member must keep
+    /// polling, or every rebalance of its group waits for it.
+    async fn hold(&mut self, wait: Duration) -> Result<(), TransportError> {
+        tokio::time::sleep(wait).await;
+        Ok(())
+    }
+
     /// Acknowledge: these deliveries are done and must not come back.
     async fn ack(&mut self, receipts: &[Receipt]) -> Result<(), TransportError>;
 

@@ -182,3 +182,108 @@ async fn subscribing_to_another_topic_leaves_this_topics_group_alone() {
     let _ = transport.delete_topic(&first_topic).await;
     let _ = transport.delete_topic(&second_topic).await;
 }
+
+/// A member whose caller has no free slot holds instead of receiving (as a
+/// worker does while every slot of the queue is busy). A second member of
+/// the same topic's group must get its share of the partitions meanwhile:
+/// the hold takes part in the rebalance. A member that just stops polling
+/// holds the rebalance up until librdkafka drops it (`max.poll.interval.ms`,
+/// five minutes), and the second member receives nothing. Nothing is lost
+/// across the hold: the holding member's partitions are read again once it
+/// receives, and every message comes to one of the two.
+#[tokio::test]
+async fn a_member_that_holds_lets_its_group_rebalance() {
+    use std::collections::BTreeSet;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use jobwire_transport::SubscribeOptions;
+    use jobwire_transport::conformance::{envelope, receive_count};
+
+    let transport = KafkaTarget.transport().await;
+    let topic = KafkaTarget.topic("hold_rebalance");
+    let options = SubscribeOptions {
+        group: format!("hold-{}", uuid::Uuid::new_v4().simple()),
+        prefetch: 100,
+        ..SubscribeOptions::default()
+    };
+    let labels = |deliveries: &[jobwire_transport::Delivery]| -> BTreeSet<String> {
+        deliveries
+            .iter()
+            .map(|d| String::from_utf8_lossy(&d.payload).into_owned())
+            .collect()
+    };
+
+    // The busy member: it has every partition once it receives.
+    let mut busy = transport.subscribe(&topic, &options).await.unwrap();
+    let first = envelope(&topic, Some("key-first"), b"first");
+    assert!(transport.publish(&[first]).await.iter().all(Result::is_ok));
+    let received = receive_count(busy.as_mut(), 1, Duration::from_secs(60)).await;
+    assert_eq!(labels(&received), BTreeSet::from(["first".to_owned()]));
+
+    let stop_holding = Arc::new(AtomicBool::new(false));
+    let holding = tokio::spawn({
+        let stop_holding = stop_holding.clone();
+        async move {
+            while !stop_holding.load(Ordering::Relaxed) {
+                busy.hold(Duration::from_millis(200)).await.expect("hold");
+            }
+            busy
+        }
+    });
+
+    // The helper joins, then 40 messages with keys over every partition.
+    let mut helper = transport.subscribe(&topic, &options).await.unwrap();
+    let messages: Vec<_> = (0..40)
+        .map(|i| {
+            envelope(
+                &topic,
+                Some(&format!("key-{i}")),
+                format!("m{i}").as_bytes(),
+            )
+        })
+        .collect();
+    let published = transport.publish(&messages).await;
+    assert!(published.iter().all(Result::is_ok), "{published:?}");
+    let all: BTreeSet<String> = (0..40).map(|i| format!("m{i}")).collect();
+
+    let mut helper_got = BTreeSet::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while tokio::time::Instant::now() < deadline {
+        let batch = helper.receive(100, Duration::from_secs(2)).await.unwrap();
+        if batch.is_empty() && helper_got.iter().any(|label| all.contains(label)) {
+            break;
+        }
+        helper_got.extend(labels(&batch));
+    }
+    assert!(
+        helper_got.iter().any(|label| all.contains(label)),
+        "the helper received nothing in 60 s: the holding member held the group's rebalance up"
+    );
+
+    // The busy member frees a slot: its partitions are read again.
+    stop_holding.store(true, Ordering::Relaxed);
+    let mut busy = holding.await.unwrap();
+    let mut busy_got = BTreeSet::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while tokio::time::Instant::now() < deadline
+        && !all
+            .iter()
+            .all(|l| helper_got.contains(l) || busy_got.contains(l))
+    {
+        let batch = busy.receive(100, Duration::from_secs(2)).await.unwrap();
+        busy_got.extend(labels(&batch));
+    }
+    assert!(
+        busy_got.iter().any(|label| all.contains(label)),
+        "the member that held received none of its partitions' messages afterwards"
+    );
+    let missing: Vec<_> = all
+        .iter()
+        .filter(|l| !helper_got.contains(*l) && !busy_got.contains(*l))
+        .collect();
+    assert!(missing.is_empty(), "lost across the hold: {missing:?}");
+
+    busy.close().await.unwrap();
+    helper.close().await.unwrap();
+    let _ = transport.delete_topic(&topic).await;
+}
