@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# A worker started to help with a busy Kafka queue, by hand.
+#
+# One `jobwire run` (relay and worker) serves queue Q on Kafka with SLOTS
+# slots (default 1), each running a job that sleeps BUSY_MS (default
+# 30,000): every slot busy. pgbench then enqueues single no-op jobs into Q
+# at RATE/s (default 50) for STREAM_S seconds (default 40); JOIN_AT s in
+# (default 5), a `jobwire worker` for Q (16 slots, the same
+# --consumer-group) starts to help. Until the long jobs end, every stream
+# job claimed is the helper's. Reports, in s from the stream's first job,
+# when the helper started, when a stream job was first claimed and when
+# the long jobs ended; per 2.5 s of the stream, how many of its jobs were
+# claimed and their enqueue -> claim p50/max; and the summary over the
+# whole stream (enqueue-to-claim.sql).
+#
+#   DB=kbm BIN=target/release/jobwire docs/bench/kafka-busy-member-by-hand.sh
+#
+# LOG=file keeps the `jobwire run` process's output (the helper's goes to
+# LOG.helper). Needs the services of scripts/services running (Kafka on
+# 127.0.0.1:9092) and pgbench. Drops and recreates database DB (default
+# jobwire_busy_member_by_hand) on the local PostgreSQL. Each run uses a new
+# queue, topic and group prefix.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+BIN=${BIN:-target/release/jobwire}
+DB=${DB:-jobwire_busy_member_by_hand}
+SLOTS=${SLOTS:-1}
+BUSY_MS=${BUSY_MS:-30000}
+RATE=${RATE:-50}
+STREAM_S=${STREAM_S:-40}
+JOIN_AT=${JOIN_AT:-5}
+run_id=$(date +%s)
+Q=busy_member_$run_id
+GROUP=busy-member-$run_id
+PSQL=(psql -h 127.0.0.1 -U postgres -X -q)
+"${PSQL[@]}" -c "DROP DATABASE IF EXISTS \"$DB\"" -c "CREATE DATABASE \"$DB\""
+export DATABASE_URL=postgres://postgres@127.0.0.1:5432/$DB
+"$BIN" migrate >/dev/null
+"${PSQL[@]}" -d "$DB" -c "CREATE TABLE busy_member_marks (what text, at timestamptz)"
+common=(--consumer-group "$GROUP" --no-retention --no-scheduler --no-reconciler)
+"$BIN" run --transport kafka --queue "$Q=$SLOTS" "${common[@]}" >"${LOG:-/dev/null}" 2>&1 &
+runner=$!
+helper=
+producer=
+script=$(mktemp)
+trap 'kill -INT $runner $helper $producer 2>/dev/null || true; rm -f "$script"' EXIT
+# Wait at most 60 s for COUNT rows from QUERY.
+wait_for() {
+    local deadline=$((SECONDS + 60))
+    until [[ $("${PSQL[@]}" -d "$DB" -tAc "$2") == "$1" ]]; do
+        if ((SECONDS > deadline)); then
+            echo "gave up after 60 s waiting for: $2" >&2
+            exit 1
+        fi
+        sleep 0.1
+    done
+}
+wait_for 1 "SELECT count(*) FROM job_queues WHERE queue = '$Q' AND dispatch = 'broker'"
+"${PSQL[@]}" -d "$DB" -c "INSERT INTO jobs (job_id, queue, job_type, payload)
+    SELECT jobwire_uuidv7(), '$Q', 'sleep', '{\"ms\": $BUSY_MS}' FROM generate_series(1, $SLOTS)"
+wait_for "$SLOTS" "SELECT count(*) FROM jobs WHERE queue = '$Q' AND state = 'RUNNING'"
+echo "INSERT INTO jobs (job_id, queue, job_type) VALUES (jobwire_uuidv7(), '$Q', 'noop');" >"$script"
+pgbench -n -h 127.0.0.1 -U postgres -c 1 -R "$RATE" -T "$STREAM_S" -f "$script" "$DB" >/dev/null 2>&1 &
+producer=$!
+sleep "$JOIN_AT"
+"${PSQL[@]}" -d "$DB" -c "INSERT INTO busy_member_marks VALUES ('helper starts', clock_timestamp())"
+"$BIN" worker --transport kafka --queue "$Q=16" "${common[@]}" >"${LOG:-/dev/null}${LOG:+.helper}" 2>&1 &
+helper=$!
+wait "$producer"
+producer=
+deadline=$((SECONDS + 120))
+until [[ $("${PSQL[@]}" -d "$DB" -tAc "SELECT count(*) FROM jobs WHERE queue = '$Q' AND heartbeat_at IS NULL") == 0 ]]; do
+    if ((SECONDS > deadline)); then
+        echo "the stream's jobs not all claimed after 120 s; the figures below cover those that were" >&2
+        break
+    fi
+    sleep 0.5
+done
+kill -INT "$helper" "$runner"
+wait "$helper" "$runner" || true
+trap - EXIT
+rm -f "$script"
+"${PSQL[@]}" -d "$DB" -c "CREATE VIEW stream AS SELECT * FROM jobs WHERE queue = '$Q' AND job_type = 'noop'"
+echo "-- the stream's enqueue -> claim per 2.5 s of the stream (s: from its first job):"
+"${PSQL[@]}" -d "$DB" -c "
+    WITH first AS (SELECT min(created_at) AS at FROM stream),
+    timed AS (
+        SELECT extract(epoch FROM j.created_at - f.at) AS s,
+               extract(epoch FROM j.heartbeat_at - j.created_at) * 1000 AS ms
+        FROM stream j, first f WHERE j.heartbeat_at IS NOT NULL
+    )
+    SELECT floor(s / 2.5) * 2.5 AS s, count(*) AS jobs,
+           round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 1) AS p50_ms,
+           round(max(ms)::numeric, 1) AS max_ms
+    FROM timed GROUP BY 1 ORDER BY 1"
+echo "-- when (s from the stream's first job):"
+"${PSQL[@]}" -d "$DB" -c "
+    WITH first AS (SELECT min(created_at) AS at FROM stream)
+    SELECT w.what, round(extract(epoch FROM w.at - f.at)::numeric, 1) AS s
+    FROM (SELECT what, at FROM busy_member_marks
+          UNION ALL SELECT 'first stream job claimed', min(heartbeat_at) FROM stream
+          UNION ALL SELECT 'long jobs ended', max(finished_at) FROM jobs
+                    WHERE queue = '$Q' AND job_type = 'sleep') w, first f
+    ORDER BY w.at"
+echo "-- claimed while the long jobs ran (the helper's), and over the whole stream:"
+"${PSQL[@]}" -d "$DB" -c "
+    SELECT count(*) FILTER (WHERE heartbeat_at < (SELECT max(finished_at) FROM jobs
+                                               WHERE queue = '$Q' AND job_type = 'sleep'))
+               AS claimed_while_busy,
+           count(*) AS stream_jobs
+    FROM stream"
+"${PSQL[@]}" -d "$DB" -v queue="$Q" -f "$here/enqueue-to-claim.sql"
