@@ -655,6 +655,19 @@ impl Subscriber for RabbitSubscriber {
         Ok(deliveries)
     }
 
+    /// Give back what the broker pushed ahead and no slot can take: the
+    /// broker sends a consumer up to its prefetch of deliveries before they
+    /// are asked for, and those would wait here, for as long as this
+    /// worker's jobs run, while another worker of the queue sits idle.
+    /// Closing the connection returns every unacknowledged delivery to the
+    /// queue at once (one received and not yet settled comes again, as after
+    /// any reconnect); the next receive connects again.
+    async fn hold(&mut self, wait: Duration) -> Result<(), TransportError> {
+        self.disconnect().await;
+        tokio::time::sleep(wait).await;
+        Ok(())
+    }
+
     async fn ack(&mut self, receipts: &[Receipt]) -> Result<(), TransportError> {
         let tags = self.live_tags(receipts);
         let Some(live) = self.live.as_ref() else {

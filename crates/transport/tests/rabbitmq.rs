@@ -33,3 +33,70 @@ impl ConformanceTarget for RabbitTarget {
 }
 
 jobwire_transport::conformance_tests!(RabbitTarget);
+
+/// The broker pushes a consumer up to its prefetch of deliveries before
+/// they are asked for. While the consumer's caller holds (every slot busy)
+/// those go back to the queue, where another consumer takes them at once;
+/// otherwise they would wait for the busy one's jobs while the other sat
+/// idle.
+#[tokio::test]
+async fn a_holding_subscriber_gives_back_what_was_pushed_ahead() {
+    use std::collections::BTreeSet;
+
+    use jobwire_transport::SubscribeOptions;
+    use jobwire_transport::conformance::{envelope, receive_count};
+
+    let transport = RabbitTarget.transport().await;
+    let topic = RabbitTarget.topic("hold_gives_back");
+    let options = SubscribeOptions {
+        prefetch: 4,
+        ..SubscribeOptions::default()
+    };
+    let labels = |deliveries: &[jobwire_transport::Delivery]| -> BTreeSet<String> {
+        deliveries
+            .iter()
+            .map(|d| String::from_utf8_lossy(&d.payload).into_owned())
+            .collect()
+    };
+    let ack = |deliveries: &[jobwire_transport::Delivery]| -> Vec<jobwire_transport::Receipt> {
+        deliveries.iter().map(|d| d.receipt.clone()).collect()
+    };
+
+    // The busy consumer takes one delivery (it is connected from then on).
+    let mut busy = transport.subscribe(&topic, &options).await.unwrap();
+    let first = envelope(&topic, None, b"first");
+    assert!(transport.publish(&[first]).await.iter().all(Result::is_ok));
+    let received = receive_count(busy.as_mut(), 1, Duration::from_secs(30)).await;
+    assert_eq!(labels(&received), BTreeSet::from(["first".to_owned()]));
+    busy.ack(&ack(&received)).await.unwrap();
+
+    // Eight more while it asks for none: the broker pushes it four ahead.
+    let messages: Vec<_> = (0..8)
+        .map(|i| envelope(&topic, None, format!("m{i}").as_bytes()))
+        .collect();
+    assert!(transport.publish(&messages).await.iter().all(Result::is_ok));
+    busy.hold(Duration::from_millis(100)).await.unwrap();
+
+    let mut helper = transport.subscribe(&topic, &options).await.unwrap();
+    let mut taken = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while taken.len() < 8 && tokio::time::Instant::now() < deadline {
+        let batch = helper.receive(4, Duration::from_secs(2)).await.unwrap();
+        helper.ack(&ack(&batch)).await.unwrap();
+        taken.extend(batch);
+    }
+    let all: BTreeSet<String> = (0..8).map(|i| format!("m{i}")).collect();
+    assert_eq!(
+        labels(&taken),
+        all,
+        "the helper did not get what the holding consumer had been pushed"
+    );
+
+    // The holding consumer connects again as it receives; nothing comes twice.
+    let again = busy.receive(10, Duration::from_secs(2)).await.unwrap();
+    assert!(again.is_empty(), "delivered again: {:?}", labels(&again));
+
+    busy.close().await.unwrap();
+    helper.close().await.unwrap();
+    let _ = transport.delete_topic(&topic).await;
+}
