@@ -300,7 +300,9 @@ async fn a_busy_kafka_worker_lets_a_helper_take_its_share() {
     .await;
 
     let mut helper = kafka_worker("worker", 4, "helper");
-    let short: Vec<NewJob> = (0..8)
+    // Forty, so that some of their wake-ups (keyed by job id) surely land on
+    // the helper's share of the topic's four partitions.
+    let short: Vec<NewJob> = (0..40)
         .map(|_| NewJob::new("sleep", json!({"ms": 10})).with_queue(&queue))
         .collect();
     jobwire_core::enqueue_many(&pool, &short).await.unwrap();

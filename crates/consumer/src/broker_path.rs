@@ -170,8 +170,9 @@ pub(crate) async fn consume_queue(queue: BrokerQueue, stop: CancellationToken) {
 }
 
 /// How long every slot must stay busy before the subscriber is asked to
-/// hold: a slot usually frees within moments, and a hold (on Kafka, a pause
-/// of the partitions) throws away what the consumer had fetched ahead.
+/// hold: a slot usually frees within moments, and a hold costs the broker
+/// round trips once a slot frees (Kafka fetches the paused partitions
+/// again; RabbitMQ connects again).
 const HOLD_AFTER: Duration = Duration::from_millis(500);
 
 /// Wait for a free slot; `None` at `stop`. While every slot stays busy the
@@ -179,7 +180,9 @@ const HOLD_AFTER: Duration = Duration::from_millis(500);
 /// Kafka group member that stops polling holds up every rebalance of its
 /// group, so without this a worker started to help with a busy queue, or
 /// any worker of it stopping, would wait until one of this worker's jobs
-/// finished (up to five minutes, when librdkafka drops the silent member).
+/// finished (up to five minutes, when librdkafka drops the silent member);
+/// and what RabbitMQ pushed ahead to this consumer would wait here while
+/// another worker sat idle.
 async fn wait_for_a_slot(
     slots: &Arc<Semaphore>,
     subscriber: &mut dyn Subscriber,
@@ -190,6 +193,7 @@ async fn wait_for_a_slot(
     let acquire = slots.clone().acquire_owned();
     tokio::pin!(acquire);
     let mut hold_after = HOLD_AFTER;
+    let mut pause = Pause::standard();
     loop {
         tokio::select! {
             biased;
@@ -200,10 +204,14 @@ async fn wait_for_a_slot(
                 subscriber.hold(wait).await
             } => {
                 hold_after = match held {
-                    Ok(()) => Duration::ZERO,
+                    // A hold returns once `wait` has passed: no spin.
+                    Ok(()) => {
+                        pause.reset();
+                        Duration::ZERO
+                    }
                     Err(err) => {
                         tracing::warn!(%topic, error = %err, "holding the subscription failed; retrying");
-                        wait
+                        pause.next_after_failure()
                     }
                 };
             }

@@ -604,7 +604,8 @@ impl KafkaSubscriber {
             consumer.resume(&assignment)
         };
         set.map_err(|err| {
-            // Tried again at the next hold or receive.
+            // As it was: a failed pause is tried again by the next hold, a
+            // failed resume by the next receive.
             self.holding.store(!holding, Ordering::Relaxed);
             TransportError::Unavailable(format!("pause or resume: {err}"))
         })
@@ -703,8 +704,13 @@ impl Subscriber for KafkaSubscriber {
     ) -> Result<Vec<Delivery>, TransportError> {
         let consumer = self.consumer()?.clone();
         self.forget_revoked();
-        if self.holding.load(Ordering::Relaxed) {
-            self.set_holding(&consumer, false)?;
+        if self.holding.load(Ordering::Relaxed)
+            && let Err(err) = self.set_holding(&consumer, false)
+        {
+            // What was held is still returned, and the consumer still
+            // polled below (it answers the group); the next receive
+            // resumes again.
+            tracing::warn!(topic = %self.topic, error = %err, "cannot resume kafka partitions; retrying");
         }
         if !self.held.is_empty() {
             let take = max.min(self.held.len());
@@ -733,15 +739,19 @@ impl Subscriber for KafkaSubscriber {
     }
 
     /// Pause this member's partitions and keep polling the consumer, which
-    /// is what lets it take part in its group's rebalances. A message
-    /// fetched before the pause took effect is kept (and tracked, so its
-    /// offset is not committed past) for the next receive.
+    /// is what lets it take part in its group's rebalances. librdkafka
+    /// drops what it had fetched ahead for a paused partition and fetches
+    /// it again from the position once resumed; a message already handed
+    /// to the consumer's queue before the pause took effect arrives anyway
+    /// and is kept (tracked, so no offset past it is committed) for the
+    /// next receive.
     async fn hold(&mut self, wait: Duration) -> Result<(), TransportError> {
         let consumer = self.consumer()?.clone();
         self.forget_revoked();
-        if !self.holding.load(Ordering::Relaxed) {
-            self.set_holding(&consumer, true)?;
-        }
+        // Paused again on every call: a partition the rebalance callback
+        // failed to pause would otherwise fill `held` for as long as the
+        // slots stay busy.
+        self.set_holding(&consumer, true)?;
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             match tokio::time::timeout_at(deadline, consumer.recv()).await {

@@ -292,12 +292,15 @@ pub trait Subscriber: Send {
         wait: Duration,
     ) -> Result<Vec<Delivery>, TransportError>;
 
-    /// Keep the subscription alive for up to `wait` while the caller can
-    /// take no deliveries (every slot busy), taking none: whatever the
+    /// Keep the subscription alive for `wait` while the caller can take no
+    /// deliveries (every slot busy), taking none; returns once `wait` has
+    /// passed (earlier only with an error). Whatever the
     /// broker hands over anyway is kept for the next
-    /// [`receive`](Self::receive). Most brokers need nothing of an idle
-    /// consumer, so the default just waits; a Kafka group member must keep
-    /// polling, or every rebalance of its group waits for it.
+    /// [`receive`](Self::receive), or given back to the broker for other
+    /// consumers (a delivery received and not yet settled may then come
+    /// again). The default just waits; a Kafka group member must keep
+    /// polling, or every rebalance of its group waits for it, and a RabbitMQ
+    /// consumer gives back what the broker pushed ahead of its prefetch.
     async fn hold(&mut self, wait: Duration) -> Result<(), TransportError> {
         tokio::time::sleep(wait).await;
         Ok(())
