@@ -8,8 +8,8 @@
 //! member stops receiving until all of them have joined again, and a member
 //! takes its part in a rebalance only while its consumer is polled. A
 //! worker receives only while the queue has a free slot; while every slot
-//! is busy it calls [`Subscriber::hold`], which pauses this member's
-//! partitions and keeps polling, so a queue busy with long jobs no longer
+//! is busy it calls [`Subscriber::hold`], which keeps polling (keeping
+//! what arrives meanwhile), so a queue busy with long jobs no longer
 //! holds up its group's rebalances until one finishes (up to librdkafka's
 //! `max.poll.interval.ms`, five minutes). And each topic gets a group of
 //! its own, named [`group_for_topic`]: a worker that starts or stops
@@ -377,7 +377,7 @@ impl Transport for KafkaTransport {
     ) -> Result<Box<dyn Subscriber>, TransportError> {
         self.shared.ensure_topic(topic).await?;
         let revoked = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let holding = Arc::new(AtomicBool::new(false));
+        let paused = Arc::new(AtomicBool::new(false));
         let consumer: StreamConsumer<RebalanceContext> = ClientConfig::new()
             .set("bootstrap.servers", &self.shared.config.bootstrap)
             .set("group.id", group_for_topic(&options.group, topic))
@@ -391,7 +391,7 @@ impl Transport for KafkaTransport {
             )
             .create_with_context(RebalanceContext {
                 revoked: revoked.clone(),
-                holding: holding.clone(),
+                paused: paused.clone(),
             })
             .map_err(|err| TransportError::Refused(format!("consumer config: {err}")))?;
         consumer
@@ -403,7 +403,7 @@ impl Transport for KafkaTransport {
             progress: HashMap::new(),
             epochs: 0,
             revoked,
-            holding,
+            paused,
             held: VecDeque::new(),
             last_position_check: tokio::time::Instant::now(),
             timeout: self.shared.config.timeout,
@@ -463,12 +463,13 @@ impl PartitionProgress {
 /// partitions the group took away, so it stops tracking (and committing)
 /// them: the member that gets a partition next starts from the offset
 /// committed while this one still held it. And sets what the group hands
-/// over paused while the subscriber holds (no slot free to take a
-/// delivery), resumed otherwise: librdkafka may keep a partition's pause
-/// through a revocation, and a partition paused for ever is never read.
+/// over paused while the subscriber has its partitions paused (a hold that
+/// kept [`HELD_MAX`] deliveries), resumed otherwise: librdkafka may keep a
+/// partition's pause through a revocation, and a partition paused for ever
+/// is never read.
 struct RebalanceContext {
     revoked: Arc<std::sync::Mutex<Vec<(String, i32)>>>,
-    holding: Arc<AtomicBool>,
+    paused: Arc<AtomicBool>,
 }
 
 impl ClientContext for RebalanceContext {}
@@ -485,7 +486,7 @@ impl ConsumerContext for RebalanceContext {
 
     fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Assign(partitions) = rebalance {
-            let set = if self.holding.load(Ordering::Relaxed) {
+            let set = if self.paused.load(Ordering::Relaxed) {
                 consumer.pause(partitions)
             } else {
                 consumer.resume(partitions)
@@ -508,15 +509,24 @@ struct KafkaSubscriber {
     revoked: Arc<std::sync::Mutex<Vec<(String, i32)>>>,
     /// Set while [`Subscriber::hold`] has this member's partitions paused
     /// (read by the rebalance callback).
-    holding: Arc<AtomicBool>,
-    /// Deliveries the broker handed over during a hold (fetched before the
-    /// pause took effect), returned first by the next receive.
+    paused: Arc<AtomicBool>,
+    /// Deliveries received during holds, returned first by the next
+    /// receive; at most [`HELD_MAX`] (then the partitions are paused).
     held: VecDeque<Delivery>,
     /// When fetch positions were last compared with the logs' ends.
     last_position_check: tokio::time::Instant,
     /// Broker call timeout.
     timeout: Duration,
 }
+
+/// How many deliveries a hold keeps before it pauses the partitions. Below
+/// this it takes what arrives and keeps it, as librdkafka itself would
+/// have queued it: a resumed partition is fetched again only after about a
+/// second (librdkafka's fetcher looks at it on its own schedule; measured
+/// 0.97-0.98 s against a local broker), so pausing at every busy moment
+/// would make every freed slot wait that long for its next wake-up. At
+/// this many a backlog drains well past that second first.
+const HELD_MAX: usize = 1_000;
 
 /// How often an idle subscriber checks that no fetch position is past the
 /// end of its partition's log.
@@ -583,22 +593,22 @@ impl KafkaSubscriber {
         }
     }
 
-    /// Pause (`holding`) or resume every partition this member has now,
-    /// and tell the rebalance callback which to do with those it gets next.
-    fn set_holding(
+    /// Pause or resume every partition this member has now, and tell the
+    /// rebalance callback which to do with those it gets next.
+    fn set_paused(
         &self,
         consumer: &StreamConsumer<RebalanceContext>,
-        holding: bool,
+        paused: bool,
     ) -> Result<(), TransportError> {
-        self.holding.store(holding, Ordering::Relaxed);
+        self.paused.store(paused, Ordering::Relaxed);
         let assignment = consumer.assignment().map_err(|err| {
-            self.holding.store(!holding, Ordering::Relaxed);
+            self.paused.store(!paused, Ordering::Relaxed);
             TransportError::Unavailable(format!("assignment: {err}"))
         })?;
         if assignment.count() == 0 {
             return Ok(());
         }
-        let set = if holding {
+        let set = if paused {
             consumer.pause(&assignment)
         } else {
             consumer.resume(&assignment)
@@ -606,7 +616,7 @@ impl KafkaSubscriber {
         set.map_err(|err| {
             // As it was: a failed pause is tried again by the next hold, a
             // failed resume by the next receive.
-            self.holding.store(!holding, Ordering::Relaxed);
+            self.paused.store(!paused, Ordering::Relaxed);
             TransportError::Unavailable(format!("pause or resume: {err}"))
         })
     }
@@ -704,8 +714,8 @@ impl Subscriber for KafkaSubscriber {
     ) -> Result<Vec<Delivery>, TransportError> {
         let consumer = self.consumer()?.clone();
         self.forget_revoked();
-        if self.holding.load(Ordering::Relaxed)
-            && let Err(err) = self.set_holding(&consumer, false)
+        if self.paused.load(Ordering::Relaxed)
+            && let Err(err) = self.set_paused(&consumer, false)
         {
             // What was held is still returned, and the consumer still
             // polled below (it answers the group); the next receive
@@ -738,22 +748,24 @@ impl Subscriber for KafkaSubscriber {
         Ok(deliveries)
     }
 
-    /// Pause this member's partitions and keep polling the consumer, which
-    /// is what lets it take part in its group's rebalances. librdkafka
-    /// drops what it had fetched ahead for a paused partition and fetches
-    /// it again from the position once resumed; a message already handed
-    /// to the consumer's queue before the pause took effect arrives anyway
-    /// and is kept (tracked, so no offset past it is committed) for the
-    /// next receive.
+    /// Keep polling the consumer, which is what lets it take part in its
+    /// group's rebalances, and keep what arrives (tracked, so no offset past
+    /// it is committed) for the next receive, up to [`HELD_MAX`]; then pause
+    /// the partitions. librdkafka drops what it had fetched ahead for a
+    /// paused partition and fetches it again from the position once
+    /// resumed; a message already in the consumer's queue arrives anyway and
+    /// is kept too.
     async fn hold(&mut self, wait: Duration) -> Result<(), TransportError> {
         let consumer = self.consumer()?.clone();
         self.forget_revoked();
-        // Paused again on every call: a partition the rebalance callback
-        // failed to pause would otherwise fill `held` for as long as the
-        // slots stay busy.
-        self.set_holding(&consumer, true)?;
         let deadline = tokio::time::Instant::now() + wait;
         loop {
+            // Paused again on every turn past the bound: a partition the
+            // rebalance callback failed to pause would otherwise keep
+            // filling `held` for as long as the slots stay busy.
+            if self.held.len() >= HELD_MAX {
+                self.set_paused(&consumer, true)?;
+            }
             match tokio::time::timeout_at(deadline, consumer.recv()).await {
                 Err(_) => return Ok(()),
                 Ok(Err(err)) => return Err(TransportError::Unavailable(err.to_string())),

@@ -287,3 +287,100 @@ async fn a_member_that_holds_lets_its_group_rebalance() {
     helper.close().await.unwrap();
     let _ = transport.delete_topic(&topic).await;
 }
+
+/// A hold keeps what arrives up to a bound (1,000 deliveries), then pauses
+/// the partitions; librdkafka drops what it fetched ahead for them and
+/// fetches again from the position once the next receive resumes them.
+/// Across that, every message comes exactly once.
+#[tokio::test]
+async fn a_long_hold_over_a_backlog_loses_and_repeats_nothing() {
+    use std::collections::BTreeMap;
+
+    use jobwire_transport::SubscribeOptions;
+    use jobwire_transport::conformance::{envelope, receive_count};
+
+    let transport = KafkaTarget.transport().await;
+    let topic = KafkaTarget.topic("hold_backlog");
+    let options = SubscribeOptions {
+        group: format!("hold-backlog-{}", uuid::Uuid::new_v4().simple()),
+        prefetch: 100,
+        ..SubscribeOptions::default()
+    };
+    let mut subscriber = transport.subscribe(&topic, &options).await.unwrap();
+    let first = envelope(&topic, Some("key-first"), b"first");
+    assert!(transport.publish(&[first]).await.iter().all(Result::is_ok));
+    let received = receive_count(subscriber.as_mut(), 1, Duration::from_secs(60)).await;
+    assert_eq!(received.len(), 1);
+    let receipts: Vec<_> = received.iter().map(|d| d.receipt.clone()).collect();
+    subscriber.ack(&receipts).await.unwrap();
+
+    const BACKLOG: usize = 2_500;
+    let messages: Vec<_> = (0..BACKLOG)
+        .map(|i| {
+            envelope(
+                &topic,
+                Some(&format!("key-{i}")),
+                format!("m{i}").as_bytes(),
+            )
+        })
+        .collect();
+    for chunk in messages.chunks(500) {
+        let published = transport.publish(chunk).await;
+        assert!(published.iter().all(Result::is_ok), "{published:?}");
+    }
+    // Busy for a while: long enough for the backlog to arrive.
+    for _ in 0..10 {
+        subscriber.hold(Duration::from_millis(300)).await.unwrap();
+    }
+
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while seen.len() < BACKLOG && tokio::time::Instant::now() < deadline {
+        let batch = subscriber
+            .receive(500, Duration::from_secs(2))
+            .await
+            .unwrap();
+        let receipts: Vec<_> = batch.iter().map(|d| d.receipt.clone()).collect();
+        subscriber.ack(&receipts).await.unwrap();
+        for delivery in batch {
+            *seen
+                .entry(String::from_utf8_lossy(&delivery.payload).into_owned())
+                .or_default() += 1;
+        }
+    }
+    let extra = subscriber
+        .receive(500, Duration::from_secs(2))
+        .await
+        .unwrap();
+    for delivery in extra {
+        *seen
+            .entry(String::from_utf8_lossy(&delivery.payload).into_owned())
+            .or_default() += 1;
+    }
+    let missing: Vec<_> = (0..BACKLOG)
+        .map(|i| format!("m{i}"))
+        .filter(|label| !seen.contains_key(label))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} lost, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+    let repeated: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        repeated.is_empty(),
+        "delivered more than once: {repeated:?}"
+    );
+    assert_eq!(
+        seen.len(),
+        BACKLOG,
+        "{:?}",
+        seen.keys()
+            .filter(|k| !k.starts_with('m'))
+            .collect::<Vec<_>>()
+    );
+
+    subscriber.close().await.unwrap();
+    let _ = transport.delete_topic(&topic).await;
+}
