@@ -5,7 +5,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use jobwire_core::{JobState, NewJob};
-use jobwire_test_support::{FreshDatabase, wait_for_count};
+use jobwire_test_support::{FreshDatabase, StopOnDrop, wait_for_count};
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -276,10 +276,11 @@ async fn a_busy_kafka_worker_lets_a_helper_take_its_share() {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
+            .map(StopOnDrop)
             .unwrap()
     };
 
-    let mut busy = kafka_worker("run", 1, "busy");
+    let busy = kafka_worker("run", 1, "busy");
     wait_until(
         &pool,
         "queue declared",
@@ -299,7 +300,7 @@ async fn a_busy_kafka_worker_lets_a_helper_take_its_share() {
     )
     .await;
 
-    let mut helper = kafka_worker("worker", 4, "helper");
+    let helper = kafka_worker("worker", 4, "helper");
     // Forty, so that some of their wake-ups (keyed by job id) surely land on
     // the helper's share of the topic's four partitions.
     let short: Vec<NewJob> = (0..40)
@@ -336,10 +337,8 @@ async fn a_busy_kafka_worker_lets_a_helper_take_its_share() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
-    signal(&helper, "TERM");
-    helper.wait().unwrap();
-    signal(&busy, "TERM");
-    busy.wait().unwrap();
+    drop(helper); // stopped, as is the busy worker below
+    drop(busy);
     pool.close().await;
     db.drop_database().await;
 }

@@ -22,6 +22,7 @@ pub mod faults;
 pub mod jobs;
 pub mod outbox;
 pub mod plans;
+pub mod process;
 pub mod proxy;
 pub mod worker;
 
@@ -33,5 +34,6 @@ pub use jobs::{
 };
 pub use outbox::{drain_subscriber, outbox_len, write_outbox_rows};
 pub use plans::{executed_scans, plan_indexes};
+pub use process::StopOnDrop;
 pub use proxy::FlakyProxy;
 pub use worker::{fast_options, test_maintenance, test_worker_config};
