@@ -1,29 +1,36 @@
 #!/usr/bin/env bash
-# A worker started to help with a busy Kafka queue, by hand.
+# A worker started to help with a busy broker queue, by hand.
 #
-# One `jobwire run` (relay and worker) serves queue Q on Kafka with SLOTS
-# slots (default 1), each running a job that sleeps BUSY_MS (default
-# 30,000): every slot busy. pgbench then enqueues single no-op jobs into Q
-# at RATE/s (default 50) for STREAM_S seconds (default 40); JOIN_AT s in
-# (default 5), a `jobwire worker` for Q (16 slots, the same
-# --consumer-group) starts to help. Until the long jobs end, every stream
-# job claimed is the helper's. Reports, in s from the stream's first job,
-# when the helper started, when a stream job was first claimed and when
-# the long jobs ended; per 2.5 s of the stream, how many of its jobs were
-# claimed and their enqueue -> claim p50/max; and the summary over the
-# whole stream (enqueue-to-claim.sql).
+# One `jobwire run` (relay and worker) serves queue Q on TRANSPORT
+# (default kafka; or rabbitmq) with SLOTS slots (default 1), each running
+# a job that sleeps BUSY_MS (default 30,000): every slot busy. pgbench then
+# enqueues single no-op jobs into Q at RATE/s (default 50) for STREAM_S
+# seconds (default 40); JOIN_AT s in (default 5), a `jobwire worker` for Q
+# (16 slots, the same --consumer-group) starts to help. Until the long
+# jobs end, every stream job claimed is the helper's. Reports, in s from
+# the stream's first job, when the helper started, when a stream job was
+# first claimed and when the first long job ended; per 2.5 s of the
+# stream, how many of its jobs were claimed and their enqueue -> claim
+# p50/max; how many stream jobs each worker claimed (a trigger records
+# each claim's lease owner: the busy worker claims only what waited for
+# its slots); and the summary over the whole stream
+# (enqueue-to-claim.sql; the long jobs left out). Both processes run
+# without reconciler, retention or scheduler, so nothing but the helper
+# and the freed slots claims.
 #
-#   DB=kbm BIN=target/release/jobwire docs/bench/kafka-busy-member-by-hand.sh
+#   DB=kbm BIN=target/release/jobwire docs/bench/busy-member-by-hand.sh
 #
 # LOG=file keeps the `jobwire run` process's output (the helper's goes to
 # LOG.helper). Needs the services of scripts/services running (Kafka on
-# 127.0.0.1:9092) and pgbench. Drops and recreates database DB (default
-# jobwire_busy_member_by_hand) on the local PostgreSQL. Each run uses a new
-# queue, topic and group prefix.
+# 127.0.0.1:9092, RabbitMQ on 127.0.0.1:5672) and pgbench. Drops and
+# recreates database DB (default jobwire_busy_member_by_hand) on the local
+# PostgreSQL. Each run uses a new queue (so a new topic) and, on Kafka, a
+# new group prefix.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 BIN=${BIN:-target/release/jobwire}
 DB=${DB:-jobwire_busy_member_by_hand}
+TRANSPORT=${TRANSPORT:-kafka}
 SLOTS=${SLOTS:-1}
 BUSY_MS=${BUSY_MS:-30000}
 RATE=${RATE:-50}
@@ -36,9 +43,15 @@ PSQL=(psql -h 127.0.0.1 -U postgres -X -q)
 "${PSQL[@]}" -c "DROP DATABASE IF EXISTS \"$DB\"" -c "CREATE DATABASE \"$DB\""
 export DATABASE_URL=postgres://postgres@127.0.0.1:5432/$DB
 "$BIN" migrate >/dev/null
-"${PSQL[@]}" -d "$DB" -c "CREATE TABLE busy_member_marks (what text, at timestamptz)"
+"${PSQL[@]}" -d "$DB" -c "CREATE TABLE busy_member_marks (what text, at timestamptz)" -c "
+    CREATE TABLE busy_member_claims (job_id uuid, owner text);
+    CREATE FUNCTION busy_member_claimed() RETURNS trigger LANGUAGE plpgsql AS
+        'BEGIN INSERT INTO busy_member_claims VALUES (NEW.job_id, NEW.lease_owner); RETURN NULL; END';
+    CREATE TRIGGER busy_member_claimed AFTER UPDATE OF lease_owner ON jobs FOR EACH ROW
+        WHEN (NEW.lease_owner IS NOT NULL AND NEW.lease_owner IS DISTINCT FROM OLD.lease_owner)
+        EXECUTE FUNCTION busy_member_claimed()"
 common=(--consumer-group "$GROUP" --no-retention --no-scheduler --no-reconciler)
-"$BIN" run --transport kafka --queue "$Q=$SLOTS" "${common[@]}" >"${LOG:-/dev/null}" 2>&1 &
+"$BIN" run --transport "$TRANSPORT" --queue "$Q=$SLOTS" --worker-id busy "${common[@]}" >"${LOG:-/dev/null}" 2>&1 &
 runner=$!
 helper=
 producer=
@@ -64,7 +77,7 @@ pgbench -n -h 127.0.0.1 -U postgres -c 1 -R "$RATE" -T "$STREAM_S" -f "$script" 
 producer=$!
 sleep "$JOIN_AT"
 "${PSQL[@]}" -d "$DB" -c "INSERT INTO busy_member_marks VALUES ('helper starts', clock_timestamp())"
-"$BIN" worker --transport kafka --queue "$Q=16" "${common[@]}" >"${LOG:-/dev/null}${LOG:+.helper}" 2>&1 &
+"$BIN" worker --transport "$TRANSPORT" --queue "$Q=16" --worker-id helper "${common[@]}" >"${LOG:-/dev/null}${LOG:+.helper}" 2>&1 &
 helper=$!
 wait "$producer"
 producer=
@@ -99,14 +112,12 @@ echo "-- when (s from the stream's first job):"
     SELECT w.what, round(extract(epoch FROM w.at - f.at)::numeric, 1) AS s
     FROM (SELECT what, at FROM busy_member_marks
           UNION ALL SELECT 'first stream job claimed', min(heartbeat_at) FROM stream
-          UNION ALL SELECT 'long jobs ended', max(finished_at) FROM jobs
+          UNION ALL SELECT 'first long job ended', min(finished_at) FROM jobs
                     WHERE queue = '$Q' AND job_type = 'sleep') w, first f
     ORDER BY w.at"
-echo "-- claimed while the long jobs ran (the helper's), and over the whole stream:"
+echo "-- the stream's jobs by the worker that claimed them:"
 "${PSQL[@]}" -d "$DB" -c "
-    SELECT count(*) FILTER (WHERE heartbeat_at < (SELECT max(finished_at) FROM jobs
-                                               WHERE queue = '$Q' AND job_type = 'sleep'))
-               AS claimed_while_busy,
-           count(*) AS stream_jobs
-    FROM stream"
-"${PSQL[@]}" -d "$DB" -v queue="$Q" -f "$here/enqueue-to-claim.sql"
+    SELECT c.owner, count(*) AS jobs,
+           round(max(extract(epoch FROM s.heartbeat_at - s.created_at))::numeric, 1) AS max_wait_s
+    FROM stream s JOIN busy_member_claims c USING (job_id) GROUP BY 1 ORDER BY 1"
+"${PSQL[@]}" -d "$DB" -v queue="$Q" -v job_type=noop -f "$here/enqueue-to-claim.sql"
