@@ -170,9 +170,9 @@ pub(crate) async fn consume_queue(queue: BrokerQueue, stop: CancellationToken) {
 }
 
 /// How long every slot must stay busy before the subscriber is asked to
-/// hold: a slot usually frees within moments, and a hold costs the broker
-/// round trips once a slot frees (Kafka fetches the paused partitions
-/// again; RabbitMQ connects again).
+/// hold: a slot usually frees within moments, and a hold can cost a wait
+/// once a slot frees (RabbitMQ connects again; Kafka, past 1,000 kept
+/// wake-ups, fetches its paused partitions again, about a second).
 const HOLD_AFTER: Duration = Duration::from_millis(500);
 
 /// Wait for a free slot; `None` at `stop`. While every slot stays busy the

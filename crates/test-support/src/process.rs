@@ -1,6 +1,7 @@
 //! Child processes in tests.
 
 use std::process::{Child, Command};
+use std::time::{Duration, Instant};
 
 /// A child process that is stopped (SIGTERM, then waited for) when the
 /// guard goes out of scope, so a failing assertion leaves no worker behind
@@ -9,11 +10,21 @@ pub struct StopOnDrop(pub Child);
 
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &self.0.id().to_string()])
-                .status();
-            let _ = self.0.wait();
+        if !matches!(self.0.try_wait(), Ok(None)) {
+            return;
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        // A process that does not stop in 30 s is killed.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while matches!(self.0.try_wait(), Ok(None)) {
+            if Instant::now() > deadline {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 }

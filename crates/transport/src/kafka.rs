@@ -536,12 +536,29 @@ impl KafkaSubscriber {
     /// Forget the progress of partitions the group took away: acknowledging
     /// their deliveries later commits nothing (the wake-ups may come again
     /// to the new holder; duplicates are harmless, skipped ones are not).
+    /// Deliveries kept by a hold from a revoked partition are dropped too:
+    /// never acknowledged, they are below the offset committed for it, so
+    /// the partition's next holder reads them again. Called after every
+    /// poll of the consumer (a rebalance runs inside one), before anything
+    /// received is tracked against the partition.
     fn forget_revoked(&mut self) {
-        let revoked: Vec<_> =
-            std::mem::take(&mut *self.revoked.lock().expect("revocation list poisoned"));
-        for key in revoked {
-            self.progress.remove(&key);
+        let revoked: HashSet<(String, i32)> =
+            std::mem::take(&mut *self.revoked.lock().expect("revocation list poisoned"))
+                .into_iter()
+                .collect();
+        if revoked.is_empty() {
+            return;
         }
+        for key in &revoked {
+            self.progress.remove(key);
+        }
+        self.held.retain(|delivery| match &delivery.receipt.0 {
+            ReceiptInner::Kafka {
+                topic, partition, ..
+            } => !revoked.contains(&(topic.clone(), *partition)),
+            #[allow(unreachable_patterns)]
+            _ => true,
+        });
     }
 
     /// Never skip forward silently: a fetch position past the end of its
@@ -601,8 +618,11 @@ impl KafkaSubscriber {
         paused: bool,
     ) -> Result<(), TransportError> {
         self.paused.store(paused, Ordering::Relaxed);
+        // On any failure the flag says paused: some partitions may be, and
+        // the next receive resumes them (resuming one that is not paused
+        // does nothing), while the next hold past the bound pauses again.
         let assignment = consumer.assignment().map_err(|err| {
-            self.paused.store(!paused, Ordering::Relaxed);
+            self.paused.store(true, Ordering::Relaxed);
             TransportError::Unavailable(format!("assignment: {err}"))
         })?;
         if assignment.count() == 0 {
@@ -614,9 +634,7 @@ impl KafkaSubscriber {
             consumer.resume(&assignment)
         };
         set.map_err(|err| {
-            // As it was: a failed pause is tried again by the next hold, a
-            // failed resume by the next receive.
-            self.paused.store(!paused, Ordering::Relaxed);
+            self.paused.store(true, Ordering::Relaxed);
             TransportError::Unavailable(format!("pause or resume: {err}"))
         })
     }
@@ -733,11 +751,17 @@ impl Subscriber for KafkaSubscriber {
                 return Ok(deliveries);
             }
             Ok(Err(err)) => return Err(TransportError::Unavailable(err.to_string())),
-            Ok(Ok(message)) => deliveries.push(self.convert(&message)),
+            Ok(Ok(message)) => {
+                self.forget_revoked();
+                deliveries.push(self.convert(&message));
+            }
         }
         while deliveries.len() < max {
             match consumer.recv().now_or_never() {
-                Some(Ok(message)) => deliveries.push(self.convert(&message)),
+                Some(Ok(message)) => {
+                    self.forget_revoked();
+                    deliveries.push(self.convert(&message));
+                }
                 Some(Err(err)) => {
                     tracing::warn!(error = %err, topic = %self.topic, "kafka receive error");
                     break;
@@ -751,10 +775,9 @@ impl Subscriber for KafkaSubscriber {
     /// Keep polling the consumer, which is what lets it take part in its
     /// group's rebalances, and keep what arrives (tracked, so no offset past
     /// it is committed) for the next receive, up to [`HELD_MAX`]; then pause
-    /// the partitions. librdkafka drops what it had fetched ahead for a
+    /// the partitions. librdkafka drops what it had fetched or queued for a
     /// paused partition and fetches it again from the position once
-    /// resumed; a message already in the consumer's queue arrives anyway and
-    /// is kept too.
+    /// resumed.
     async fn hold(&mut self, wait: Duration) -> Result<(), TransportError> {
         let consumer = self.consumer()?.clone();
         self.forget_revoked();
@@ -768,8 +791,17 @@ impl Subscriber for KafkaSubscriber {
             }
             match tokio::time::timeout_at(deadline, consumer.recv()).await {
                 Err(_) => return Ok(()),
-                Ok(Err(err)) => return Err(TransportError::Unavailable(err.to_string())),
+                Ok(Err(err)) => {
+                    // Most consumer errors pass (librdkafka reconnects by
+                    // itself); keep polling, which is the point of a hold.
+                    tracing::warn!(error = %err, topic = %self.topic, "kafka error while holding");
+                    tokio::time::sleep_until(
+                        deadline.min(tokio::time::Instant::now() + Duration::from_millis(100)),
+                    )
+                    .await;
+                }
                 Ok(Ok(message)) => {
+                    self.forget_revoked();
                     let delivery = self.convert(&message);
                     self.held.push_back(delivery);
                 }

@@ -75,6 +75,35 @@ async fn a_holding_subscriber_gives_back_what_was_pushed_ahead() {
         .map(|i| envelope(&topic, None, format!("m{i}").as_bytes()))
         .collect();
     assert!(transport.publish(&messages).await.iter().all(Result::is_ok));
+    // Wait until the broker has pushed four to the busy consumer: four left
+    // ready in the queue.
+    let ready = || async {
+        let connection = lapin::Connection::connect(&url(), lapin::ConnectionProperties::default())
+            .await
+            .unwrap();
+        let channel = connection.create_channel().await.unwrap();
+        let queue = channel
+            .queue_declare(
+                topic.as_str().into(),
+                lapin::options::QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                lapin::types::FieldTable::default(),
+            )
+            .await
+            .unwrap();
+        let _ = connection.close(200, "done".into()).await;
+        queue.message_count()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while ready().await != 4 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the broker never pushed four ahead"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     busy.hold(Duration::from_millis(100)).await.unwrap();
 
     let mut helper = transport.subscribe(&topic, &options).await.unwrap();
