@@ -15,8 +15,9 @@
 # each claim's lease owner: the busy worker claims only what waited for
 # its slots); and the summary over the whole stream
 # (enqueue-to-claim.sql; the long jobs left out). Both processes run
-# without reconciler, retention or scheduler, so nothing but the helper
-# and the freed slots claims.
+# without reconciler, retention or scheduler, and the safety net (3 min)
+# does not come into play in a 40 s stream, so nothing but the helper and
+# the freed slots claims.
 #
 #   DB=kbm BIN=target/release/jobwire docs/bench/busy-member-by-hand.sh
 #
