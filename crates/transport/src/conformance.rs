@@ -14,7 +14,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::{
-    Delivery, Envelope, Headers, PublishError, SubscribeOptions, Subscriber, Transport,
+    Delivery, Envelope, Headers, PublishError, Receipt, SubscribeOptions, Subscriber, Transport,
     TransportError, header,
 };
 
@@ -109,9 +109,22 @@ pub async fn receive_count(
     received
 }
 
+/// The receipts of `deliveries`, to acknowledge or give them back.
+pub fn receipts(deliveries: &[Delivery]) -> Vec<Receipt> {
+    deliveries.iter().map(|d| d.receipt.clone()).collect()
+}
+
+/// The payloads of `deliveries` as text, in order: the scenarios name
+/// their messages by payload.
+pub fn payloads(deliveries: &[Delivery]) -> Vec<String> {
+    deliveries
+        .iter()
+        .map(|d| String::from_utf8_lossy(&d.payload).into_owned())
+        .collect()
+}
+
 async fn ack_all(subscriber: &mut dyn Subscriber, deliveries: &[Delivery]) {
-    let receipts: Vec<_> = deliveries.iter().map(|d| d.receipt.clone()).collect();
-    subscriber.ack(&receipts).await.expect("ack");
+    subscriber.ack(&receipts(deliveries)).await.expect("ack");
 }
 
 /// Delete a scenario's destination once its assertions passed. A failure

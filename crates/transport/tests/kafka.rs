@@ -46,7 +46,7 @@ jobwire_transport::conformance_tests!(KafkaTarget);
 #[tokio::test]
 async fn a_log_that_starts_over_does_not_skip_or_repeat_wake_ups() {
     use jobwire_transport::SubscribeOptions;
-    use jobwire_transport::conformance::{envelope, receive_count};
+    use jobwire_transport::conformance::{envelope, payloads, receipts, receive_count};
 
     let transport = KafkaTarget.transport().await;
     let topic = KafkaTarget.topic("log_starts_over");
@@ -66,15 +66,6 @@ async fn a_log_that_starts_over_does_not_skip_or_repeat_wake_ups() {
             assert!(results.iter().all(Result::is_ok), "{results:?}");
         }
     };
-    let ack = |deliveries: &[jobwire_transport::Delivery]| -> Vec<jobwire_transport::Receipt> {
-        deliveries.iter().map(|d| d.receipt.clone()).collect()
-    };
-    let labels = |deliveries: &[jobwire_transport::Delivery]| -> Vec<String> {
-        deliveries
-            .iter()
-            .map(|d| String::from_utf8_lossy(&d.payload).into_owned())
-            .collect()
-    };
 
     // 1. The first member reads and acknowledges 20 messages: offsets 0..20.
     let mut first = transport.subscribe(&topic, &options).await.unwrap();
@@ -82,8 +73,8 @@ async fn a_log_that_starts_over_does_not_skip_or_repeat_wake_ups() {
         publish(format!("old-{n}")).await;
     }
     let old = receive_count(first.as_mut(), 20, Duration::from_secs(60)).await;
-    assert_eq!(old.len(), 20, "{:?}", labels(&old));
-    first.ack(&ack(&old)).await.unwrap();
+    assert_eq!(old.len(), 20, "{:?}", payloads(&old));
+    first.ack(&receipts(&old)).await.unwrap();
 
     // 2. The log starts over; the same member goes on reading it.
     transport.delete_topic(&topic).await.unwrap();
@@ -92,11 +83,11 @@ async fn a_log_that_starts_over_does_not_skip_or_repeat_wake_ups() {
     }
     let new = receive_count(first.as_mut(), 3, Duration::from_secs(90)).await;
     assert_eq!(
-        labels(&new),
+        payloads(&new),
         vec!["new-0", "new-1", "new-2"],
         "the member must read the new log from its start"
     );
-    first.ack(&ack(&new)).await.unwrap();
+    first.ack(&receipts(&new)).await.unwrap();
     first.close().await.unwrap();
 
     // 3. The next member of the group starts where the first one left the
@@ -107,8 +98,8 @@ async fn a_log_that_starts_over_does_not_skip_or_repeat_wake_ups() {
     publish("after-1".into()).await;
     let after = receive_count(second.as_mut(), 2, Duration::from_secs(60)).await;
     let extra = second.receive(10, Duration::from_secs(2)).await.unwrap();
-    assert_eq!(labels(&after), vec!["after-0", "after-1"]);
-    assert!(extra.is_empty(), "delivered again: {:?}", labels(&extra));
+    assert_eq!(payloads(&after), vec!["after-0", "after-1"]);
+    assert!(extra.is_empty(), "delivered again: {:?}", payloads(&extra));
     second.close().await.unwrap();
     let _ = transport.delete_topic(&topic).await;
 }
@@ -128,7 +119,7 @@ async fn a_log_that_starts_over_does_not_skip_or_repeat_wake_ups() {
 #[tokio::test]
 async fn subscribing_to_another_topic_leaves_this_topics_group_alone() {
     use jobwire_transport::SubscribeOptions;
-    use jobwire_transport::conformance::{envelope, receive_count};
+    use jobwire_transport::conformance::{envelope, payloads, receive_count};
 
     let transport = KafkaTarget.transport().await;
     let first_topic = KafkaTarget.topic("group_per_topic_first");
@@ -146,17 +137,11 @@ async fn subscribing_to_another_topic_leaves_this_topics_group_alone() {
             assert!(results.iter().all(Result::is_ok), "{results:?}");
         }
     };
-    let labels = |deliveries: &[jobwire_transport::Delivery]| -> Vec<String> {
-        deliveries
-            .iter()
-            .map(|d| String::from_utf8_lossy(&d.payload).into_owned())
-            .collect()
-    };
 
     let mut first = transport.subscribe(&first_topic, &options).await.unwrap();
     publish(&first_topic, "first-0").await;
     let received = receive_count(first.as_mut(), 1, Duration::from_secs(60)).await;
-    assert_eq!(labels(&received), vec!["first-0"]);
+    assert_eq!(payloads(&received), vec!["first-0"]);
     // Left unacknowledged on purpose (see above).
 
     // Another topic, the same options: its subscriber has its partitions
@@ -165,17 +150,17 @@ async fn subscribing_to_another_topic_leaves_this_topics_group_alone() {
     let mut second = transport.subscribe(&second_topic, &options).await.unwrap();
     publish(&second_topic, "second-0").await;
     let received = receive_count(second.as_mut(), 1, Duration::from_secs(60)).await;
-    assert_eq!(labels(&received), vec!["second-0"]);
+    assert_eq!(payloads(&received), vec!["second-0"]);
 
     let again = first.receive(10, Duration::from_secs(5)).await.unwrap();
     assert!(
         again.is_empty(),
         "the first topic's group rebalanced and delivered again: {:?}",
-        labels(&again)
+        payloads(&again)
     );
     publish(&first_topic, "first-1").await;
     let next = receive_count(first.as_mut(), 1, Duration::from_secs(60)).await;
-    assert_eq!(labels(&next), vec!["first-1"]);
+    assert_eq!(payloads(&next), vec!["first-1"]);
 
     first.close().await.unwrap();
     second.close().await.unwrap();
@@ -197,7 +182,7 @@ async fn a_member_that_holds_lets_its_group_rebalance() {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     use jobwire_transport::SubscribeOptions;
-    use jobwire_transport::conformance::{envelope, receive_count};
+    use jobwire_transport::conformance::{envelope, payloads, receive_count};
 
     let transport = KafkaTarget.transport().await;
     let topic = KafkaTarget.topic("hold_rebalance");
@@ -206,19 +191,13 @@ async fn a_member_that_holds_lets_its_group_rebalance() {
         prefetch: 100,
         ..SubscribeOptions::default()
     };
-    let labels = |deliveries: &[jobwire_transport::Delivery]| -> BTreeSet<String> {
-        deliveries
-            .iter()
-            .map(|d| String::from_utf8_lossy(&d.payload).into_owned())
-            .collect()
-    };
 
     // The busy member: it has every partition once it receives.
     let mut busy = transport.subscribe(&topic, &options).await.unwrap();
     let first = envelope(&topic, Some("key-first"), b"first");
     assert!(transport.publish(&[first]).await.iter().all(Result::is_ok));
     let received = receive_count(busy.as_mut(), 1, Duration::from_secs(60)).await;
-    assert_eq!(labels(&received), BTreeSet::from(["first".to_owned()]));
+    assert_eq!(payloads(&received), vec!["first"]);
 
     let stop_holding = Arc::new(AtomicBool::new(false));
     let holding = tokio::spawn({
@@ -253,7 +232,7 @@ async fn a_member_that_holds_lets_its_group_rebalance() {
         if batch.is_empty() && helper_got.iter().any(|label| all.contains(label)) {
             break;
         }
-        helper_got.extend(labels(&batch));
+        helper_got.extend(payloads(&batch));
     }
     assert!(
         helper_got.iter().any(|label| all.contains(label)),
@@ -271,7 +250,7 @@ async fn a_member_that_holds_lets_its_group_rebalance() {
             .all(|l| helper_got.contains(l) || busy_got.contains(l))
     {
         let batch = busy.receive(100, Duration::from_secs(2)).await.unwrap();
-        busy_got.extend(labels(&batch));
+        busy_got.extend(payloads(&batch));
     }
     assert!(
         busy_got.iter().any(|label| all.contains(label)),
@@ -297,7 +276,7 @@ async fn a_long_hold_over_a_backlog_loses_and_repeats_nothing() {
     use std::collections::BTreeMap;
 
     use jobwire_transport::SubscribeOptions;
-    use jobwire_transport::conformance::{envelope, receive_count};
+    use jobwire_transport::conformance::{envelope, payloads, receipts, receive_count};
 
     let transport = KafkaTarget.transport().await;
     let topic = KafkaTarget.topic("hold_backlog");
@@ -311,8 +290,7 @@ async fn a_long_hold_over_a_backlog_loses_and_repeats_nothing() {
     assert!(transport.publish(&[first]).await.iter().all(Result::is_ok));
     let received = receive_count(subscriber.as_mut(), 1, Duration::from_secs(60)).await;
     assert_eq!(received.len(), 1);
-    let receipts: Vec<_> = received.iter().map(|d| d.receipt.clone()).collect();
-    subscriber.ack(&receipts).await.unwrap();
+    subscriber.ack(&receipts(&received)).await.unwrap();
 
     const BACKLOG: usize = 2_500;
     let messages: Vec<_> = (0..BACKLOG)
@@ -341,12 +319,9 @@ async fn a_long_hold_over_a_backlog_loses_and_repeats_nothing() {
         .await
         .unwrap();
     assert_eq!(kept.len(), 1_000, "a hold keeps 1,000 deliveries at most");
-    let receipts: Vec<_> = kept.iter().map(|d| d.receipt.clone()).collect();
-    subscriber.ack(&receipts).await.unwrap();
-    for delivery in kept {
-        *seen
-            .entry(String::from_utf8_lossy(&delivery.payload).into_owned())
-            .or_default() += 1;
+    subscriber.ack(&receipts(&kept)).await.unwrap();
+    for label in payloads(&kept) {
+        *seen.entry(label).or_default() += 1;
     }
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while seen.len() < BACKLOG && tokio::time::Instant::now() < deadline {
@@ -354,22 +329,17 @@ async fn a_long_hold_over_a_backlog_loses_and_repeats_nothing() {
             .receive(500, Duration::from_secs(2))
             .await
             .unwrap();
-        let receipts: Vec<_> = batch.iter().map(|d| d.receipt.clone()).collect();
-        subscriber.ack(&receipts).await.unwrap();
-        for delivery in batch {
-            *seen
-                .entry(String::from_utf8_lossy(&delivery.payload).into_owned())
-                .or_default() += 1;
+        subscriber.ack(&receipts(&batch)).await.unwrap();
+        for label in payloads(&batch) {
+            *seen.entry(label).or_default() += 1;
         }
     }
     let extra = subscriber
         .receive(500, Duration::from_secs(2))
         .await
         .unwrap();
-    for delivery in extra {
-        *seen
-            .entry(String::from_utf8_lossy(&delivery.payload).into_owned())
-            .or_default() += 1;
+    for label in payloads(&extra) {
+        *seen.entry(label).or_default() += 1;
     }
     let missing: Vec<_> = (0..BACKLOG)
         .map(|i| format!("m{i}"))
