@@ -73,6 +73,18 @@ async fn wait_until(pool: &PgPool, what: &str, query: &str, bind: &str, expected
         .unwrap_or_else(|err| panic!("{what}: {err}"));
 }
 
+/// A worker declares its queue broker-dispatched when it starts.
+async fn wait_for_broker_queue(pool: &PgPool, queue: &str) {
+    wait_until(
+        pool,
+        "queue declared",
+        "SELECT count(*) FROM job_queues WHERE queue = $1 AND dispatch = 'broker'",
+        queue,
+        1,
+    )
+    .await;
+}
+
 fn signal(child: &Child, name: &str) {
     let status = Command::new("kill")
         .args([format!("-{name}"), child.id().to_string()])
@@ -100,15 +112,7 @@ async fn a_killed_broker_workers_jobs_are_swept_rewoken_and_completed() {
     let pool = db.pool().await;
     let queue = format!("kill{}", &Uuid::new_v4().simple().to_string()[..8]);
     let mut victim = run_worker(&db.url, &queue, "victim", false);
-    // The worker declares the queue broker-dispatched when it starts.
-    wait_until(
-        &pool,
-        "queue declared",
-        "SELECT count(*) FROM job_queues WHERE queue = $1 AND dispatch = 'broker'",
-        &queue,
-        1,
-    )
-    .await;
+    wait_for_broker_queue(&pool, &queue).await;
     let ids = enqueue_sleepers(&pool, &queue, 3).await;
     wait_until(
         &pool,
@@ -169,14 +173,7 @@ async fn a_stale_worker_that_wakes_up_late_changes_nothing() {
         .spawn()
         .unwrap();
     let sleeper = spawn_worker("worker", &db.url, &queue, "sleeper", false);
-    wait_until(
-        &pool,
-        "queue declared",
-        "SELECT count(*) FROM job_queues WHERE queue = $1 AND dispatch = 'broker'",
-        &queue,
-        1,
-    )
-    .await;
+    wait_for_broker_queue(&pool, &queue).await;
     let ids = enqueue_sleepers(&pool, &queue, 2).await;
     wait_until(
         &pool,
@@ -281,14 +278,7 @@ async fn a_busy_kafka_worker_lets_a_helper_take_its_share() {
     };
 
     let busy = kafka_worker("run", 1, "busy");
-    wait_until(
-        &pool,
-        "queue declared",
-        "SELECT count(*) FROM job_queues WHERE queue = $1 AND dispatch = 'broker'",
-        &queue,
-        1,
-    )
-    .await;
+    wait_for_broker_queue(&pool, &queue).await;
     let long = NewJob::new("sleep", json!({"ms": 40_000})).with_queue(&queue);
     let long = jobwire_core::enqueue(&pool, &long).await.unwrap().job_id;
     wait_until(

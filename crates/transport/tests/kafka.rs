@@ -168,6 +168,35 @@ async fn subscribing_to_another_topic_leaves_this_topics_group_alone() {
     let _ = transport.delete_topic(&second_topic).await;
 }
 
+/// A fresh topic and consumer group (named after `scenario`), and a member
+/// of it that received (and acknowledged) one message: it holds every
+/// partition of the topic from then on.
+async fn member_that_received_once(
+    scenario: &str,
+) -> (
+    Arc<dyn Transport>,
+    String,
+    jobwire_transport::SubscribeOptions,
+    Box<dyn jobwire_transport::Subscriber>,
+) {
+    use jobwire_transport::conformance::{envelope, payloads, receipts, receive_count};
+
+    let transport = KafkaTarget.transport().await;
+    let topic = KafkaTarget.topic(scenario);
+    let options = jobwire_transport::SubscribeOptions {
+        group: format!("{scenario}-{}", uuid::Uuid::new_v4().simple()),
+        prefetch: 100,
+        ..jobwire_transport::SubscribeOptions::default()
+    };
+    let mut member = transport.subscribe(&topic, &options).await.unwrap();
+    let first = envelope(&topic, Some("key-first"), b"first");
+    assert!(transport.publish(&[first]).await.iter().all(Result::is_ok));
+    let received = receive_count(member.as_mut(), 1, Duration::from_secs(60)).await;
+    assert_eq!(payloads(&received), vec!["first"]);
+    member.ack(&receipts(&received)).await.unwrap();
+    (transport, topic, options, member)
+}
+
 /// A member whose caller has no free slot holds instead of receiving (as a
 /// worker does while every slot of the queue is busy). A second member of
 /// the same topic's group must get its share of the partitions meanwhile:
@@ -181,23 +210,9 @@ async fn a_member_that_holds_lets_its_group_rebalance() {
     use std::collections::BTreeSet;
     use std::sync::atomic::{AtomicBool, Ordering};
 
-    use jobwire_transport::SubscribeOptions;
-    use jobwire_transport::conformance::{envelope, payloads, receive_count};
+    use jobwire_transport::conformance::{envelope, payloads};
 
-    let transport = KafkaTarget.transport().await;
-    let topic = KafkaTarget.topic("hold_rebalance");
-    let options = SubscribeOptions {
-        group: format!("hold-{}", uuid::Uuid::new_v4().simple()),
-        prefetch: 100,
-        ..SubscribeOptions::default()
-    };
-
-    // The busy member: it has every partition once it receives.
-    let mut busy = transport.subscribe(&topic, &options).await.unwrap();
-    let first = envelope(&topic, Some("key-first"), b"first");
-    assert!(transport.publish(&[first]).await.iter().all(Result::is_ok));
-    let received = receive_count(busy.as_mut(), 1, Duration::from_secs(60)).await;
-    assert_eq!(payloads(&received), vec!["first"]);
+    let (transport, topic, options, mut busy) = member_that_received_once("hold_rebalance").await;
 
     let stop_holding = Arc::new(AtomicBool::new(false));
     let holding = tokio::spawn({
@@ -275,22 +290,9 @@ async fn a_member_that_holds_lets_its_group_rebalance() {
 async fn a_long_hold_over_a_backlog_loses_and_repeats_nothing() {
     use std::collections::BTreeMap;
 
-    use jobwire_transport::SubscribeOptions;
-    use jobwire_transport::conformance::{envelope, payloads, receipts, receive_count};
+    use jobwire_transport::conformance::{envelope, payloads, receipts};
 
-    let transport = KafkaTarget.transport().await;
-    let topic = KafkaTarget.topic("hold_backlog");
-    let options = SubscribeOptions {
-        group: format!("hold-backlog-{}", uuid::Uuid::new_v4().simple()),
-        prefetch: 100,
-        ..SubscribeOptions::default()
-    };
-    let mut subscriber = transport.subscribe(&topic, &options).await.unwrap();
-    let first = envelope(&topic, Some("key-first"), b"first");
-    assert!(transport.publish(&[first]).await.iter().all(Result::is_ok));
-    let received = receive_count(subscriber.as_mut(), 1, Duration::from_secs(60)).await;
-    assert_eq!(received.len(), 1);
-    subscriber.ack(&receipts(&received)).await.unwrap();
+    let (transport, topic, _, mut subscriber) = member_that_received_once("hold_backlog").await;
 
     const BACKLOG: usize = 2_500;
     let messages: Vec<_> = (0..BACKLOG)
