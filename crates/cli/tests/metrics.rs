@@ -5,11 +5,11 @@
 //! and behave as their unit tests say.
 
 use std::collections::HashMap;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use jobwire_core::{JobState, NewJob, Scope};
-use jobwire_test_support::{FlakyProxy, FreshDatabase, free_port};
+use jobwire_test_support::{FlakyProxy, FreshDatabase, StopOnDrop, free_port};
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -20,8 +20,7 @@ use common::{JOBWIRE, migrate};
 
 /// A `jobwire` process, stopped (SIGTERM, then waited for) when dropped.
 struct Process {
-    child: Child,
-    exited: bool,
+    child: StopOnDrop,
 }
 
 impl Process {
@@ -41,27 +40,13 @@ impl Process {
             .spawn()
             .unwrap();
         Process {
-            child,
-            exited: false,
+            child: StopOnDrop(child),
         }
     }
 
     fn kill(&mut self) {
-        self.child.kill().unwrap(); // SIGKILL
-        self.child.wait().unwrap();
-        self.exited = true;
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        if self.exited {
-            return;
-        }
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
+        self.child.0.kill().unwrap(); // SIGKILL
+        self.child.0.wait().unwrap();
     }
 }
 

@@ -243,7 +243,7 @@ async fn a_stale_worker_that_wakes_up_late_changes_nothing() {
 /// A Kafka worker whose only slot runs a long job, and a second worker
 /// started to help with the queue: the helper starts the queue's next jobs
 /// while the long one still runs. While every slot is busy a worker holds
-/// its subscription (it keeps polling with its partitions paused); a worker
+/// its subscription (it keeps polling, keeping what arrives); a worker
 /// that went silent instead held up the rebalance that gives the helper
 /// its share of the topic's partitions until the long job ended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

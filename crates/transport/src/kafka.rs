@@ -538,9 +538,10 @@ impl KafkaSubscriber {
     /// to the new holder; duplicates are harmless, skipped ones are not).
     /// Deliveries kept by a hold from a revoked partition are dropped too:
     /// never acknowledged, they are below the offset committed for it, so
-    /// the partition's next holder reads them again. Called after every
-    /// poll of the consumer (a rebalance runs inside one), before anything
-    /// received is tracked against the partition.
+    /// the partition's next holder reads them again. Called as each message
+    /// is converted (a rebalance runs inside the poll that returned it),
+    /// before it is tracked against its partition, and before a receive
+    /// hands out what was kept.
     fn forget_revoked(&mut self) {
         let revoked: HashSet<(String, i32)> =
             std::mem::take(&mut *self.revoked.lock().expect("revocation list poisoned"))
@@ -646,6 +647,7 @@ impl KafkaSubscriber {
     }
 
     fn convert(&mut self, message: &rdkafka::message::BorrowedMessage<'_>) -> Delivery {
+        self.forget_revoked();
         let mut headers = Headers::new();
         if let Some(borrowed) = message.headers() {
             for header in borrowed.iter() {
@@ -751,17 +753,11 @@ impl Subscriber for KafkaSubscriber {
                 return Ok(deliveries);
             }
             Ok(Err(err)) => return Err(TransportError::Unavailable(err.to_string())),
-            Ok(Ok(message)) => {
-                self.forget_revoked();
-                deliveries.push(self.convert(&message));
-            }
+            Ok(Ok(message)) => deliveries.push(self.convert(&message)),
         }
         while deliveries.len() < max {
             match consumer.recv().now_or_never() {
-                Some(Ok(message)) => {
-                    self.forget_revoked();
-                    deliveries.push(self.convert(&message));
-                }
+                Some(Ok(message)) => deliveries.push(self.convert(&message)),
                 Some(Err(err)) => {
                     tracing::warn!(error = %err, topic = %self.topic, "kafka receive error");
                     break;
@@ -780,7 +776,6 @@ impl Subscriber for KafkaSubscriber {
     /// resumed.
     async fn hold(&mut self, wait: Duration) -> Result<(), TransportError> {
         let consumer = self.consumer()?.clone();
-        self.forget_revoked();
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             // Paused again on every turn past the bound: a partition the
@@ -801,7 +796,6 @@ impl Subscriber for KafkaSubscriber {
                     .await;
                 }
                 Ok(Ok(message)) => {
-                    self.forget_revoked();
                     let delivery = self.convert(&message);
                     self.held.push_back(delivery);
                 }
