@@ -5,7 +5,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use jobwire_core::JobState;
-use jobwire_test_support::{FreshDatabase, enqueue_ids, wait_for_all_finished, wait_for_count};
+use jobwire_test_support::{
+    FreshDatabase, StopOnDrop, enqueue_ids, wait_for_all_finished, wait_for_count,
+};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -136,6 +138,7 @@ async fn a_killed_workers_job_is_reclaimed_after_its_lease_and_completes() {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
+        .map(StopOnDrop)
         .unwrap();
     let held = jobwire_tests_wait(&pool, job_id, |s, owner| {
         s == JobState::Running && owner.as_deref() == Some("victim")
@@ -162,6 +165,7 @@ async fn a_killed_workers_job_is_reclaimed_after_its_lease_and_completes() {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
+        .map(StopOnDrop)
         .unwrap();
     let done = jobwire_tests_wait(&pool, job_id, |s, _| s.is_terminal()).await;
     rescuer.kill().unwrap();
@@ -899,6 +903,7 @@ async fn retention_periods_are_set_from_the_command_line() {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
+        .map(StopOnDrop)
         .unwrap();
     // A pass archives, then trims: once the old history row is gone, the
     // pass's archiving is over.
@@ -1087,6 +1092,7 @@ async fn run_takes_the_relays_settings() {
         .stdout(Stdio::piped())
         .stderr(Stdio::from(std::fs::File::create(&log_path).unwrap()))
         .spawn()
+        .map(StopOnDrop)
         .unwrap();
     // The queue is declared broker-dispatched (the in-process transport)
     // once `run` has migrated and started.
@@ -1099,7 +1105,6 @@ async fn run_takes_the_relays_settings() {
     )
     .await;
     if let Err(err) = declared {
-        runner.kill().unwrap();
         panic!("queue not declared: {err}");
     }
     // 30 jobs in one transaction: their 30 outbox rows are there together
@@ -1111,7 +1116,6 @@ async fn run_takes_the_relays_settings() {
         .collect();
     let ids = enqueue_ids(&pool, &jobs).await.unwrap();
     if let Err(err) = wait_for_all_finished(&pool, &ids, Duration::from_secs(60)).await {
-        runner.kill().unwrap();
         panic!("{err}");
     }
     let succeeded: i64 = sqlx::query_scalar(
@@ -1128,9 +1132,8 @@ async fn run_takes_the_relays_settings() {
         .unwrap();
     assert!(status.success());
     wait_for_exit(&mut runner, Duration::from_secs(30), "`run` after SIGINT").await;
-    let output = runner.wait_with_output().unwrap();
-    assert!(output.status.success());
-    let out = stdout(&output);
+    let (status, out) = runner.stdout_at_exit().unwrap();
+    assert!(status.success());
     let report: serde_json::Value = serde_json::from_str(out.lines().last().unwrap_or_default())
         .unwrap_or_else(|err| panic!("{err}: {out}"));
     let relay = &report["relays"][0];

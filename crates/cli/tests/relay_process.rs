@@ -3,10 +3,10 @@
 //! given a wrong password, it says so at once.
 
 use std::collections::HashSet;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use jobwire_test_support::FreshDatabase;
+use jobwire_test_support::{FreshDatabase, StopOnDrop};
 use jobwire_transport::rabbitmq::{RabbitConfig, RabbitTransport};
 use jobwire_transport::{SubscribeOptions, Transport};
 use sqlx::PgPool;
@@ -20,7 +20,7 @@ fn amqp_url() -> String {
     std::env::var("AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
 }
 
-fn start_relay(url: &str) -> Child {
+fn start_relay(url: &str) -> StopOnDrop {
     Command::new(JOBWIRE)
         .args([
             "relay",
@@ -37,6 +37,7 @@ fn start_relay(url: &str) -> Child {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
+        .map(StopOnDrop)
         .unwrap()
 }
 
@@ -173,6 +174,7 @@ async fn a_relay_that_cannot_log_in_says_so_at_start() {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
+        .map(StopOnDrop)
         .unwrap();
     let stderr = relay.stderr.take().unwrap();
     let (lines, received) = std::sync::mpsc::channel();

@@ -15,12 +15,18 @@ mod common;
 use common::{JOBWIRE, migrate};
 
 /// `jobwire run`: relay and worker in one process.
-fn run_worker(url: &str, queue: &str, worker_id: &str, sweeper: bool) -> Child {
+fn run_worker(url: &str, queue: &str, worker_id: &str, sweeper: bool) -> StopOnDrop {
     spawn_worker("run", url, queue, worker_id, sweeper)
 }
 
 /// `jobwire <command>` (`run` or `worker`) on `queue`, over RabbitMQ.
-fn spawn_worker(command: &str, url: &str, queue: &str, worker_id: &str, sweeper: bool) -> Child {
+fn spawn_worker(
+    command: &str,
+    url: &str,
+    queue: &str,
+    worker_id: &str,
+    sweeper: bool,
+) -> StopOnDrop {
     let queue_arg = format!("{queue}=4");
     let mut args = vec![
         command,
@@ -64,6 +70,7 @@ fn spawn_worker(command: &str, url: &str, queue: &str, worker_id: &str, sweeper:
             Err(_) => Stdio::null(),
         })
         .spawn()
+        .map(StopOnDrop)
         .unwrap()
 }
 
@@ -171,8 +178,9 @@ async fn a_stale_worker_that_wakes_up_late_changes_nothing() {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
+        .map(StopOnDrop)
         .unwrap();
-    let sleeper = spawn_worker("worker", &db.url, &queue, "sleeper", false);
+    let mut sleeper = spawn_worker("worker", &db.url, &queue, "sleeper", false);
     wait_for_broker_queue(&pool, &queue).await;
     let ids = enqueue_sleepers(&pool, &queue, 2).await;
     wait_until(
@@ -209,13 +217,12 @@ async fn a_stale_worker_that_wakes_up_late_changes_nothing() {
     .await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     signal(&sleeper, "TERM");
-    let output = sleeper.wait_with_output().unwrap();
+    let (_, stdout) = sleeper.stdout_at_exit().unwrap();
     signal(&rescuer, "TERM");
     rescuer.wait().unwrap();
     relay.kill().unwrap();
     relay.wait().unwrap();
 
-    let stdout = String::from_utf8_lossy(&output.stdout);
     let report: serde_json::Value = stdout
         .lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
