@@ -118,7 +118,7 @@ pub(crate) enum ReceiptInner {
     #[cfg(feature = "rabbitmq")]
     Rabbit {
         delivery_tag: u64,
-        connection_epoch: u64,
+        channel_epoch: u64,
     },
     #[cfg(feature = "sqs")]
     Sqs {

@@ -141,6 +141,22 @@ impl Session {
         Ok(())
     }
 
+    /// A session on a connection already open (one a holding subscriber
+    /// kept); the connection is closed if no channel can be opened on it.
+    async fn reopen(connection: Connection) -> Result<Self, String> {
+        match connection.create_channel().await {
+            Ok(channel) => Ok(Session {
+                connection,
+                channel,
+                declared: HashSet::new(),
+            }),
+            Err(err) => {
+                let _ = connection.close(200, "bye".into()).await;
+                Err(format!("cannot open a channel: {err}"))
+            }
+        }
+    }
+
     async fn close(self) {
         let _ = self.channel.close(200, "bye".into()).await;
         let _ = self.connection.close(200, "bye".into()).await;
@@ -427,6 +443,8 @@ impl Transport for RabbitTransport {
             topic: topic.to_owned(),
             prefetch: options.prefetch,
             live: None,
+            kept: None,
+            connections_opened: 0,
             epoch: 0,
         };
         subscriber
@@ -521,15 +539,37 @@ struct RabbitSubscriber {
     topic: String,
     prefetch: u16,
     live: Option<LiveConsumer>,
-    /// Raised on every reconnect: delivery tags are per channel, so receipts
-    /// from an older connection must not be acked on a newer one (the broker
-    /// already requeued those deliveries when the old channel died).
+    /// The connection a hold kept, its consuming channel closed: the next
+    /// receive opens a channel on it instead of connecting again.
+    kept: Option<Connection>,
+    /// Connections this subscriber has opened (a hold keeps its own).
+    connections_opened: u64,
+    /// Raised on every new consuming channel: delivery tags are per channel,
+    /// so receipts from an older channel must not be acked on a newer one (the broker
+    /// already requeued those deliveries when the old channel closed).
     epoch: u64,
 }
 
 impl RabbitSubscriber {
     async fn connect(&mut self) -> Result<(), String> {
-        let mut session = Session::open(&self.config).await?;
+        let reopened = match self.kept.take() {
+            Some(connection) if connection.status().connected() => {
+                Session::reopen(connection).await.ok()
+            }
+            Some(connection) => {
+                let _ = connection.close(200, "bye".into()).await;
+                None
+            }
+            None => None,
+        };
+        let mut session = match reopened {
+            Some(session) => session,
+            None => {
+                let session = Session::open(&self.config).await?;
+                self.connections_opened += 1;
+                session
+            }
+        };
         session
             .declare(&self.topic)
             .await
@@ -557,6 +597,18 @@ impl RabbitSubscriber {
     async fn disconnect(&mut self) {
         if let Some(live) = self.live.take() {
             live.session.close().await;
+        }
+        if let Some(connection) = self.kept.take() {
+            let _ = connection.close(200, "bye".into()).await;
+        }
+    }
+
+    /// Close the consuming channel, which returns every unacknowledged
+    /// delivery to the queue, and keep the connection for the next receive.
+    async fn give_back(&mut self) {
+        if let Some(live) = self.live.take() {
+            let _ = live.session.channel.close(200, "holding".into()).await;
+            self.kept = Some(live.session.connection);
         }
     }
 
@@ -594,7 +646,7 @@ impl RabbitSubscriber {
             redelivered: delivery.redelivered,
             receipt: Receipt(ReceiptInner::Rabbit {
                 delivery_tag: delivery.delivery_tag,
-                connection_epoch: self.epoch,
+                channel_epoch: self.epoch,
             }),
         }
     }
@@ -606,8 +658,8 @@ impl RabbitSubscriber {
             .filter_map(|receipt| match receipt.0 {
                 ReceiptInner::Rabbit {
                     delivery_tag,
-                    connection_epoch,
-                } if connection_epoch == self.epoch => Some(delivery_tag),
+                    channel_epoch,
+                } if channel_epoch == self.epoch => Some(delivery_tag),
                 _ => None,
             })
             .collect()
@@ -659,11 +711,13 @@ impl Subscriber for RabbitSubscriber {
     /// broker sends a consumer up to its prefetch of deliveries before they
     /// are asked for, and those would wait here, for as long as this
     /// worker's jobs run, while another worker of the queue sits idle.
-    /// Closing the connection returns every unacknowledged delivery to the
-    /// queue at once (one received and not yet settled comes again, as after
-    /// any reconnect); the next receive connects again.
+    /// Closing the consuming channel returns every unacknowledged delivery
+    /// to the queue at once (one received and not yet settled comes again,
+    /// as after any reconnect); the next receive opens a channel on the same
+    /// connection. A connection per hold would show as connection churn in
+    /// the broker's log and metrics, one open and close per busy spell.
     async fn hold(&mut self, wait: Duration) -> Result<(), TransportError> {
-        self.disconnect().await;
+        self.give_back().await;
         tokio::time::sleep(wait).await;
         Ok(())
     }
@@ -732,5 +786,45 @@ mod tests {
         drop(first);
         let again = transport.publisher().await;
         assert!(std::ptr::eq(&*again, first_address));
+    }
+
+    /// A hold closes the consuming channel and keeps the connection: the
+    /// next receive consumes on a new channel of it, so a worker that is
+    /// busy now and then does not connect again each time. Against the
+    /// broker at `AMQP_URL` (default the local one), as the integration
+    /// tests.
+    #[tokio::test]
+    async fn a_hold_keeps_the_connection_for_the_next_receive() {
+        let url = std::env::var("AMQP_URL")
+            .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into());
+        let config = RabbitConfig::new(url);
+        let topic = format!("unit.hold_keeps.{}", uuid::Uuid::new_v4().simple());
+        let mut subscriber = RabbitSubscriber {
+            config: config.clone(),
+            topic: topic.clone(),
+            prefetch: 4,
+            live: None,
+            kept: None,
+            connections_opened: 0,
+            epoch: 0,
+        };
+        subscriber.connect().await.unwrap();
+        subscriber.hold(Duration::from_millis(10)).await.unwrap();
+        assert!(subscriber.live.is_none(), "still consuming while held");
+        assert!(subscriber.kept.is_some(), "the connection was not kept");
+
+        let received = subscriber
+            .receive(1, Duration::from_millis(100))
+            .await
+            .unwrap();
+        assert!(received.is_empty());
+        assert_eq!(subscriber.connections_opened, 1, "connected again");
+        assert_eq!(subscriber.epoch, 2, "not on a new channel");
+
+        subscriber.close().await.unwrap();
+        RabbitTransport::new(config)
+            .delete_topic(&topic)
+            .await
+            .unwrap();
     }
 }

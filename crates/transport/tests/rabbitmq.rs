@@ -38,7 +38,8 @@ jobwire_transport::conformance_tests!(RabbitTarget);
 /// they are asked for. While the consumer's caller holds (every slot busy)
 /// those go back to the queue, where another consumer takes them at once;
 /// otherwise they would wait for the busy one's jobs while the other sat
-/// idle.
+/// idle. (That the holding consumer keeps its connection is a unit test of
+/// the subscriber.)
 #[tokio::test]
 async fn a_holding_subscriber_gives_back_what_was_pushed_ahead() {
     use std::collections::BTreeSet;
