@@ -15,6 +15,10 @@
 # SETUP_SQL=file runs that file after the migrations (e.g.
 # docs/bench/row-triggers-before.sql).
 #
+# SEEN_TENANTS=n gives the queue n more tenants seen before, with 20 slot
+# rows each and no job; FINISHED_JOBS=n puts n finished jobs of another
+# queue in the table (one that keeps what it ran, as retention allows).
+#
 # Drops and recreates database DB (default jobwire_capped_by_hand) on the
 # local PostgreSQL.
 set -euo pipefail
@@ -35,7 +39,15 @@ fi
 "${PSQL[@]}" -d "$DB" \
     -c "INSERT INTO jobs (job_id, queue, job_type, tenant)
         SELECT jobwire_uuidv7(), 'noisy', 'noop', 'A' FROM generate_series(1, $N)" \
-    -c "VACUUM ANALYZE jobs"
+    -c "INSERT INTO job_tenant_slots (queue, tenant, slot)
+        SELECT 'noisy', 'seen-' || t, s
+        FROM generate_series(1, ${SEEN_TENANTS:-0}) t, generate_series(1, 20) s" \
+    -c "INSERT INTO jobs (job_id, queue, job_type, state, attempt_count, lease_generation,
+                          finished_at, created_at, updated_at)
+        SELECT jobwire_uuidv7(), 'old', 'noop', 'SUCCEEDED', 1, 1,
+               now() - interval '1 hour', now() - interval '2 hours', now() - interval '1 hour'
+        FROM generate_series(1, ${FINISHED_JOBS:-0})" \
+    -c "VACUUM ANALYZE jobs, job_tenant_slots"
 # shellcheck disable=SC2086 # EXTRA is a list of flags
 "$BIN" worker --queue noisy=64 --no-retention --no-scheduler --no-reconciler ${EXTRA:-} \
     >/dev/null 2>&1 &
@@ -56,12 +68,14 @@ wait "$worker" || true
     SELECT round(count(*) / extract(epoch FROM t1 - t0)) AS a_jobs_per_s
     FROM jobs, w WHERE tenant = 'A' AND finished_at BETWEEN t0 AND t1 GROUP BY t0, t1" -c "
     SELECT 'claims' AS statements, count(*), round(avg(n), 1) AS mean_jobs
-    FROM (SELECT heartbeat_at, count(*) AS n FROM jobs GROUP BY 1) c
+    FROM (SELECT heartbeat_at, count(*) AS n FROM jobs WHERE queue = 'noisy' GROUP BY 1) c
     UNION ALL
     SELECT 'completions', count(*), round(avg(n), 1)
-    FROM (SELECT finished_at, count(*) AS n FROM jobs GROUP BY 1) c" -c "
-    WITH c AS (SELECT heartbeat_at AS t, 'claim' AS what, count(*) AS jobs FROM jobs GROUP BY 1
-               UNION ALL SELECT finished_at, 'completion', count(*) FROM jobs GROUP BY 1),
+    FROM (SELECT finished_at, count(*) AS n FROM jobs WHERE queue = 'noisy' GROUP BY 1) c" -c "
+    WITH c AS (SELECT heartbeat_at AS t, 'claim' AS what, count(*) AS jobs
+               FROM jobs WHERE queue = 'noisy' GROUP BY 1
+               UNION ALL SELECT finished_at, 'completion', count(*)
+               FROM jobs WHERE queue = 'noisy' GROUP BY 1),
          mid AS (SELECT min(t) + (max(t) - min(t)) / 2 AS m FROM c)
     SELECT round(extract(epoch FROM t - m) * 1000, 2) AS ms, what, jobs
     FROM c, mid WHERE t BETWEEN m AND m + interval '80 ms' ORDER BY t"
