@@ -13,8 +13,9 @@ pub struct StopOnDrop(pub Child);
 
 impl StopOnDrop {
     /// Waits for the process to exit; its exit status and everything it
-    /// wrote to its stdout, which must be piped. (What `wait_with_output`
-    /// does, for a child the guard keeps.)
+    /// wrote to its stdout (empty unless stdout is piped; stderr is not
+    /// read). `wait_with_output` needs the child itself, which the guard
+    /// keeps.
     pub fn stdout_at_exit(&mut self) -> std::io::Result<(ExitStatus, String)> {
         let mut stdout = String::new();
         if let Some(mut pipe) = self.0.stdout.take() {

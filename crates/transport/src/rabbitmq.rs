@@ -542,7 +542,8 @@ struct RabbitSubscriber {
     /// The connection a hold kept, its consuming channel closed: the next
     /// receive opens a channel on it instead of connecting again.
     kept: Option<Connection>,
-    /// Connections this subscriber has opened (a hold keeps its own).
+    /// How many connections this subscriber has opened: its tests check
+    /// that a hold reuses the one it had.
     connections_opened: u64,
     /// Raised on every new consuming channel: delivery tags are per channel,
     /// so receipts from an older channel must not be acked on a newer one (the broker
@@ -553,8 +554,22 @@ struct RabbitSubscriber {
 impl RabbitSubscriber {
     async fn connect(&mut self) -> Result<(), String> {
         let reopened = match self.kept.take() {
+            // Bounded as a new connection is: a connection whose network
+            // died during the hold still reads as connected until lapin
+            // misses its heartbeats, and a channel asked of it would wait
+            // that long. A connection dropped here is closed by lapin.
             Some(connection) if connection.status().connected() => {
-                Session::reopen(connection).await.ok()
+                match tokio::time::timeout(self.config.timeout, Session::reopen(connection)).await {
+                    Ok(Ok(session)) => Some(session),
+                    Ok(Err(reason)) => {
+                        tracing::warn!(%reason, topic = %self.topic, "rabbitmq: the connection kept during a hold is unusable; connecting again");
+                        None
+                    }
+                    Err(_) => {
+                        tracing::warn!(topic = %self.topic, timeout = ?self.config.timeout, "rabbitmq: no channel from the connection kept during a hold; connecting again");
+                        None
+                    }
+                }
             }
             Some(connection) => {
                 let _ = connection.close(200, "bye".into()).await;
@@ -790,9 +805,10 @@ mod tests {
 
     /// A hold closes the consuming channel and keeps the connection: the
     /// next receive consumes on a new channel of it, so a worker that is
-    /// busy now and then does not connect again each time. Against the
-    /// broker at `AMQP_URL` (default the local one), as the integration
-    /// tests.
+    /// busy now and then does not connect again each time; a kept
+    /// connection lost meanwhile is replaced. Against the broker at
+    /// `AMQP_URL` (default the local one), as the integration tests. The
+    /// assertions come after the clean-up, so a failure leaves no queue.
     #[tokio::test]
     async fn a_hold_keeps_the_connection_for_the_next_receive() {
         let url = std::env::var("AMQP_URL")
@@ -810,21 +826,30 @@ mod tests {
         };
         subscriber.connect().await.unwrap();
         subscriber.hold(Duration::from_millis(10)).await.unwrap();
-        assert!(subscriber.live.is_none(), "still consuming while held");
-        assert!(subscriber.kept.is_some(), "the connection was not kept");
+        let consuming_while_held = subscriber.live.is_some();
+        let kept = subscriber.kept.is_some();
+        let received = subscriber.receive(1, Duration::from_millis(100)).await;
+        let after_one_hold = (subscriber.connections_opened, subscriber.epoch);
 
-        let received = subscriber
-            .receive(1, Duration::from_millis(100))
-            .await
-            .unwrap();
-        assert!(received.is_empty());
-        assert_eq!(subscriber.connections_opened, 1, "connected again");
-        assert_eq!(subscriber.epoch, 2, "not on a new channel");
+        // A kept connection that is gone by the next receive is replaced.
+        subscriber.hold(Duration::from_millis(10)).await.unwrap();
+        if let Some(connection) = subscriber.kept.as_ref() {
+            connection.close(200, "gone".into()).await.unwrap();
+        }
+        let received_after_loss = subscriber.receive(1, Duration::from_millis(100)).await;
+        let after_loss = (subscriber.connections_opened, subscriber.epoch);
 
         subscriber.close().await.unwrap();
-        RabbitTransport::new(config)
-            .delete_topic(&topic)
-            .await
-            .unwrap();
+        let _ = RabbitTransport::new(config).delete_topic(&topic).await;
+        assert!(!consuming_while_held, "still consuming while held");
+        assert!(kept, "the connection was not kept");
+        assert!(received.unwrap().is_empty());
+        assert_eq!(
+            after_one_hold,
+            (1, 2),
+            "connected again, or not on a new channel"
+        );
+        assert!(received_after_loss.unwrap().is_empty());
+        assert_eq!(after_loss, (2, 3), "the lost connection was not replaced");
     }
 }

@@ -113,7 +113,7 @@ async fn a_holding_subscriber_gives_back_what_was_pushed_ahead() {
         "the helper did not get what the holding consumer had been pushed"
     );
 
-    // The holding consumer connects again as it receives; nothing comes twice.
+    // The holding consumer consumes again as it receives; nothing comes twice.
     let again = busy.receive(10, Duration::from_secs(2)).await.unwrap();
     assert!(again.is_empty(), "delivered again: {:?}", payloads(&again));
 
