@@ -6,8 +6,8 @@
 -- alone, with k as a filter: every job of a claim was compared with every
 -- slot of its tenant, 9,900 pairs dropped for a claim of 100 jobs. The
 -- slots are now one array per tenant, lowest first, and the k-th job takes
--- the array's k-th element (docs/benchmarks.md, "A capped claim's slots:
--- paired in one pass; every tenant's read").
+-- the array's k-th element (docs/benchmarks.md, "A capped claim pairs its
+-- jobs and slots in one pass; every tenant's slot rows read on each claim").
 --
 -- Nothing else changes: the same jobs, slots and order as before.
 

@@ -18,6 +18,8 @@
 # SEEN_TENANTS=n gives the queue n more tenants seen before, with 20 slot
 # rows each and no job; FINISHED_JOBS=n puts n finished jobs of another
 # queue in the table (one that keeps what it ran, as retention allows).
+# The slot table is analysed with the jobs before the worker starts (empty
+# unless SEEN_TENANTS is set); outputs before 2026-12-05 left it unanalysed.
 #
 # Drops and recreates database DB (default jobwire_capped_by_hand) on the
 # local PostgreSQL.
