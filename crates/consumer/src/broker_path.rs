@@ -171,8 +171,9 @@ pub(crate) async fn consume_queue(queue: BrokerQueue, stop: CancellationToken) {
 
 /// How long every slot must stay busy before the subscriber is asked to
 /// hold: a slot usually frees within moments, and a hold can cost a wait
-/// once a slot frees (RabbitMQ connects again; Kafka, past 1,000 kept
-/// wake-ups, fetches its paused partitions again, about a second).
+/// once a slot frees (RabbitMQ opens a channel again on the connection it
+/// kept; Kafka, past 1,000 kept wake-ups, fetches its paused partitions
+/// again, about a second).
 const HOLD_AFTER: Duration = Duration::from_millis(500);
 
 /// Wait for a free slot; `None` at `stop`. While every slot stays busy the

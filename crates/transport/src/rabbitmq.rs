@@ -39,7 +39,9 @@ pub struct RabbitConfig {
     /// Persistent messages (delivery mode 2). A topic that carries only job
     /// wake-ups may turn this off: the reconciler re-creates lost wake-ups.
     pub persistent: bool,
-    /// How long to wait to connect, and for publisher confirms.
+    /// How long to wait to connect, for publisher confirms, and, around a
+    /// hold, to close the consuming channel and open one again on the
+    /// connection the hold kept.
     pub timeout: Duration,
     /// Publishing sessions (a connection and a confirm-mode channel each)
     /// the transport keeps. A publish waits for the broker's confirms on
@@ -554,27 +556,7 @@ struct RabbitSubscriber {
 impl RabbitSubscriber {
     async fn connect(&mut self) -> Result<(), String> {
         let reopened = match self.kept.take() {
-            // Bounded as a new connection is: a connection whose network
-            // died during the hold still reads as connected until lapin
-            // misses its heartbeats, and a channel asked of it would wait
-            // that long. A connection dropped here is closed by lapin.
-            Some(connection) if connection.status().connected() => {
-                match tokio::time::timeout(self.config.timeout, Session::reopen(connection)).await {
-                    Ok(Ok(session)) => Some(session),
-                    Ok(Err(reason)) => {
-                        tracing::warn!(%reason, topic = %self.topic, "rabbitmq: the connection kept during a hold is unusable; connecting again");
-                        None
-                    }
-                    Err(_) => {
-                        tracing::warn!(topic = %self.topic, timeout = ?self.config.timeout, "rabbitmq: no channel from the connection kept during a hold; connecting again");
-                        None
-                    }
-                }
-            }
-            Some(connection) => {
-                let _ = connection.close(200, "bye".into()).await;
-                None
-            }
+            Some(connection) => self.reopen_kept(connection).await,
             None => None,
         };
         let mut session = match reopened {
@@ -620,10 +602,56 @@ impl RabbitSubscriber {
 
     /// Close the consuming channel, which returns every unacknowledged
     /// delivery to the queue, and keep the connection for the next receive.
+    /// Bounded: on a connection whose network died the close would wait
+    /// until lapin misses its heartbeats. A channel not closed in time is
+    /// dropped with its connection (the broker requeues what it held when
+    /// the connection ends), and the next receive connects again.
     async fn give_back(&mut self) {
         if let Some(live) = self.live.take() {
-            let _ = live.session.channel.close(200, "holding".into()).await;
-            self.kept = Some(live.session.connection);
+            let close = live.session.channel.close(200, "holding".into());
+            match tokio::time::timeout(self.config.timeout, close).await {
+                Ok(_) => self.kept = Some(live.session.connection),
+                Err(_) => tracing::warn!(
+                    topic = %self.topic,
+                    timeout = ?self.config.timeout,
+                    "rabbitmq: the consuming channel did not close for a hold; dropping its connection"
+                ),
+            }
+        }
+    }
+
+    /// A session on the connection a hold kept, or `None` (with the
+    /// reason logged) when the next receive must connect again. Opening the
+    /// channel is bounded by the transport's timeout, as connecting is: a
+    /// connection whose network died during the hold still reads as
+    /// connected until lapin misses its heartbeats. A connection given up
+    /// here is dropped, which lapin closes once nothing uses it.
+    async fn reopen_kept(&self, connection: Connection) -> Option<Session> {
+        if !connection.status().connected() {
+            tracing::warn!(
+                topic = %self.topic,
+                "rabbitmq: the connection kept during a hold was lost; connecting again"
+            );
+            return None;
+        }
+        match tokio::time::timeout(self.config.timeout, Session::reopen(connection)).await {
+            Ok(Ok(session)) => Some(session),
+            Ok(Err(reason)) => {
+                tracing::warn!(
+                    %reason,
+                    topic = %self.topic,
+                    "rabbitmq: the connection kept during a hold is unusable; connecting again"
+                );
+                None
+            }
+            Err(_) => {
+                tracing::warn!(
+                    topic = %self.topic,
+                    timeout = ?self.config.timeout,
+                    "rabbitmq: no channel from the connection kept during a hold; connecting again"
+                );
+                None
+            }
         }
     }
 
@@ -809,6 +837,8 @@ mod tests {
     /// connection lost meanwhile is replaced. Against the broker at
     /// `AMQP_URL` (default the local one), as the integration tests. The
     /// assertions come after the clean-up, so a failure leaves no queue.
+    /// (The bounds on a connection whose network died are not exercised
+    /// here: that needs a proxy that stalls rather than cuts.)
     #[tokio::test]
     async fn a_hold_keeps_the_connection_for_the_next_receive() {
         let url = std::env::var("AMQP_URL")
@@ -824,31 +854,56 @@ mod tests {
             connections_opened: 0,
             epoch: 0,
         };
+        let transport = RabbitTransport::new(config.clone());
         subscriber.connect().await.unwrap();
         subscriber.hold(Duration::from_millis(10)).await.unwrap();
         let consuming_while_held = subscriber.live.is_some();
         let kept = subscriber.kept.is_some();
-        let received = subscriber.receive(1, Duration::from_millis(100)).await;
+        // A wake-up sent during the hold arrives on the new channel, and its
+        // receipt acks there.
+        let sent = transport
+            .publish(&[crate::conformance::envelope(
+                &topic,
+                None,
+                b"after the hold",
+            )])
+            .await;
+        let received = subscriber.receive(1, Duration::from_secs(5)).await;
+        let acked = match &received {
+            Ok(deliveries) => subscriber
+                .ack(&crate::conformance::receipts(deliveries))
+                .await
+                .is_ok(),
+            Err(_) => false,
+        };
         let after_one_hold = (subscriber.connections_opened, subscriber.epoch);
 
         // A kept connection that is gone by the next receive is replaced.
         subscriber.hold(Duration::from_millis(10)).await.unwrap();
+        let kept_again = subscriber.kept.is_some();
         if let Some(connection) = subscriber.kept.as_ref() {
-            connection.close(200, "gone".into()).await.unwrap();
+            let _ = connection.close(200, "gone".into()).await;
         }
         let received_after_loss = subscriber.receive(1, Duration::from_millis(100)).await;
         let after_loss = (subscriber.connections_opened, subscriber.epoch);
 
         subscriber.close().await.unwrap();
-        let _ = RabbitTransport::new(config).delete_topic(&topic).await;
+        let _ = transport.delete_topic(&topic).await;
         assert!(!consuming_while_held, "still consuming while held");
         assert!(kept, "the connection was not kept");
-        assert!(received.unwrap().is_empty());
+        assert!(sent.iter().all(Result::is_ok), "{sent:?}");
+        let received = received.unwrap();
+        assert_eq!(
+            crate::conformance::payloads(&received),
+            vec!["after the hold"]
+        );
+        assert!(acked, "the receipt did not ack on the new channel");
         assert_eq!(
             after_one_hold,
             (1, 2),
             "connected again, or not on a new channel"
         );
+        assert!(kept_again, "the second hold kept no connection");
         assert!(received_after_loss.unwrap().is_empty());
         assert_eq!(after_loss, (2, 3), "the lost connection was not replaced");
     }
