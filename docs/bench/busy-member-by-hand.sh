@@ -58,17 +58,8 @@ helper=
 producer=
 script=$(mktemp)
 trap 'kill -INT $runner $helper $producer 2>/dev/null || true; rm -f "$script"' EXIT
-# Wait at most 60 s for COUNT rows from QUERY.
-wait_for() {
-    local deadline=$((SECONDS + 60))
-    until [[ $("${PSQL[@]}" -d "$DB" -tAc "$2") == "$1" ]]; do
-        if ((SECONDS > deadline)); then
-            echo "gave up after 60 s waiting for: $2" >&2
-            exit 1
-        fi
-        sleep 0.1
-    done
-}
+# shellcheck source=docs/bench/wait-for.sh
+. "$here/wait-for.sh"
 wait_for 1 "SELECT count(*) FROM job_queues WHERE queue = '$Q' AND dispatch = 'broker'"
 "${PSQL[@]}" -d "$DB" -c "INSERT INTO jobs (job_id, queue, job_type, payload)
     SELECT jobwire_uuidv7(), '$Q', 'sleep', '{\"ms\": $BUSY_MS}' FROM generate_series(1, $SLOTS)"

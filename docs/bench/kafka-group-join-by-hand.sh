@@ -50,17 +50,8 @@ other=
 producer=
 script=$(mktemp)
 trap 'kill -INT $runner $other $producer 2>/dev/null || true; rm -f "$script"' EXIT
-# Wait at most 60 s for COUNT rows from QUERY.
-wait_for() {
-    local deadline=$((SECONDS + 60))
-    until [[ $("${PSQL[@]}" -d "$DB" -tAc "$2") == "$1" ]]; do
-        if ((SECONDS > deadline)); then
-            echo "gave up after 60 s waiting for: $2" >&2
-            exit 1
-        fi
-        sleep 0.1
-    done
-}
+# shellcheck source=docs/bench/wait-for.sh
+. "$here/wait-for.sh"
 wait_for 1 "SELECT count(*) FROM job_queues WHERE queue = '$S' AND dispatch = 'broker'"
 sleep 6 # the groups form
 if ((BUSY_MS > 0)); then
