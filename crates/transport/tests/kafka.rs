@@ -197,6 +197,20 @@ async fn member_that_received_once(
     (transport, topic, options, member)
 }
 
+/// `count` messages `m0`, `m1`, … keyed `key-0`, `key-1`, …: keys spread
+/// over every partition of the topic.
+fn keyed_messages(topic: &str, count: usize) -> Vec<jobwire_transport::Envelope> {
+    (0..count)
+        .map(|i| {
+            jobwire_transport::conformance::envelope(
+                topic,
+                Some(&format!("key-{i}")),
+                format!("m{i}").as_bytes(),
+            )
+        })
+        .collect()
+}
+
 /// A member whose caller has no free slot holds instead of receiving (as a
 /// worker does while every slot of the queue is busy). A second member of
 /// the same topic's group must get its share of the partitions meanwhile:
@@ -210,7 +224,7 @@ async fn a_member_that_holds_lets_its_group_rebalance() {
     use std::collections::BTreeSet;
     use std::sync::atomic::{AtomicBool, Ordering};
 
-    use jobwire_transport::conformance::{envelope, payloads};
+    use jobwire_transport::conformance::payloads;
 
     let (transport, topic, options, mut busy) = member_that_received_once("hold_rebalance").await;
 
@@ -227,15 +241,7 @@ async fn a_member_that_holds_lets_its_group_rebalance() {
 
     // The helper joins, then 40 messages with keys over every partition.
     let mut helper = transport.subscribe(&topic, &options).await.unwrap();
-    let messages: Vec<_> = (0..40)
-        .map(|i| {
-            envelope(
-                &topic,
-                Some(&format!("key-{i}")),
-                format!("m{i}").as_bytes(),
-            )
-        })
-        .collect();
+    let messages = keyed_messages(&topic, 40);
     let published = transport.publish(&messages).await;
     assert!(published.iter().all(Result::is_ok), "{published:?}");
     let all: BTreeSet<String> = (0..40).map(|i| format!("m{i}")).collect();
@@ -290,20 +296,12 @@ async fn a_member_that_holds_lets_its_group_rebalance() {
 async fn a_long_hold_over_a_backlog_loses_and_repeats_nothing() {
     use std::collections::BTreeMap;
 
-    use jobwire_transport::conformance::{envelope, payloads, receipts};
+    use jobwire_transport::conformance::{payloads, receipts};
 
     let (transport, topic, _, mut subscriber) = member_that_received_once("hold_backlog").await;
 
     const BACKLOG: usize = 2_500;
-    let messages: Vec<_> = (0..BACKLOG)
-        .map(|i| {
-            envelope(
-                &topic,
-                Some(&format!("key-{i}")),
-                format!("m{i}").as_bytes(),
-            )
-        })
-        .collect();
+    let messages = keyed_messages(&topic, BACKLOG);
     for chunk in messages.chunks(500) {
         let published = transport.publish(chunk).await;
         assert!(published.iter().all(Result::is_ok), "{published:?}");
