@@ -547,9 +547,10 @@ struct RabbitSubscriber {
     /// How many connections this subscriber has opened: its tests check
     /// that a hold reuses the one it had.
     connections_opened: u64,
-    /// Raised on every new consuming channel: delivery tags are per channel,
-    /// so receipts from an older channel must not be acked on a newer one (the broker
-    /// already requeued those deliveries when the old channel closed).
+    /// Raised on every new consuming channel: delivery tags are per
+    /// channel, so receipts from an older channel must not be acked on a
+    /// newer one (the broker requeued those deliveries when the old channel
+    /// closed).
     epoch: u64,
 }
 
