@@ -4,7 +4,8 @@
 -- fresh wake-up now (jobs not yet due still have theirs in the outbox), and
 -- a PostgreSQL-path queue gets a NOTIFY. Returns how many jobs were woken.
 -- A capped tenant's jobs are woken only with a slot: those handed one
--- before the pause, and those its free slots are handed to now. A job that
+-- before the pause, and those its free slots are handed to now (its slot
+-- rows made first if it has none). A job that
 -- held its slot through the pause has its `updated_at` stamped with the new
 -- wake-up, as a hand-over does: the broker path's safety net times a slot
 -- holder from it, and would otherwise take the job ahead of its wake-up
@@ -38,12 +39,7 @@ restamped AS (
       AND j.tenant_slot IS NOT NULL
 ),
 handed AS (
-    SELECT coalesce(jobwire_hand_out_free_slots(array_agg(f.queue), array_agg(f.tenant), 'resume'), 0)
-               AS woken
-    FROM (SELECT DISTINCT s.queue, s.tenant
-          FROM job_tenant_slots s
-          WHERE s.queue = $1 AND s.job_id IS NULL) f
-    HAVING count(*) > 0
+    SELECT jobwire_hand_out_to_waiting_tenants(ARRAY[$1::text], 'resume') AS woken
 )
 SELECT (SELECT count(*) FROM woken) + coalesce((SELECT woken FROM handed), 0) AS woken
 FROM resumed r
