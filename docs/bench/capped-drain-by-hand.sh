@@ -21,6 +21,10 @@
 # The slot table is analysed with the jobs before the worker starts (empty
 # unless SEEN_TENANTS is set); outputs before 2026-12-05 left it unanalysed.
 #
+# RECONCILER=1 runs the worker with its reconciler, whose first pass sweeps
+# the slot rows of idle tenants (the SEEN_TENANTS ones); by default the
+# worker runs without it.
+#
 # Drops and recreates database DB (default jobwire_capped_by_hand) on the
 # local PostgreSQL.
 set -euo pipefail
@@ -50,8 +54,10 @@ fi
                now() - interval '1 hour', now() - interval '2 hours', now() - interval '1 hour'
         FROM generate_series(1, ${FINISHED_JOBS:-0})" \
     -c "VACUUM ANALYZE jobs, job_tenant_slots"
-# shellcheck disable=SC2086 # EXTRA is a list of flags
-"$BIN" worker --queue noisy=64 --no-retention --no-scheduler --no-reconciler ${EXTRA:-} \
+reconciler=--no-reconciler
+[[ ${RECONCILER:-0} == 1 ]] && reconciler=
+# shellcheck disable=SC2086 # EXTRA is a list of flags; $reconciler may be empty
+"$BIN" worker --queue noisy=64 --no-retention --no-scheduler $reconciler ${EXTRA:-} \
     >/dev/null 2>&1 &
 worker=$!
 if ((QUIET_S > 0)); then

@@ -596,7 +596,7 @@ async fn lost_wake_ups_are_recreated_by_the_reconciler(connect: PgConnectOptions
         reconciler: Some(ReconcilerConfig {
             interval: Duration::from_millis(300),
             grace: Duration::from_secs(1),
-            batch_size: 1000,
+            ..ReconcilerConfig::default()
         }),
         ..setup.maintenance()
     };

@@ -1,5 +1,6 @@
 //! The maintenance loops refuse settings that cannot work, naming the
-//! setting, before anything runs; so does a node given them.
+//! setting, before anything runs; so does a node given them. The
+//! reconciler sweeps idle tenants' slot rows as it starts.
 
 use std::time::Duration;
 
@@ -7,8 +8,10 @@ use jobwire_consumer::maintenance::{
     MaintenanceConfig, Reconciler, ReconcilerConfig, Retention, RetentionConfig, Sweeper,
     SweeperConfig,
 };
+use jobwire_core::NewJob;
 use jobwire_server::{Node, NodeError};
 use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_sweeper_refuses_a_zero_batch_size(pool: PgPool) {
@@ -129,6 +132,16 @@ async fn a_reconciler_refuses_a_zero_interval(pool: PgPool) {
 }
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_reconciler_refuses_a_zero_idle_tenant_sweep(pool: PgPool) {
+    let config = ReconcilerConfig {
+        idle_tenant_sweep: Duration::ZERO,
+        ..ReconcilerConfig::default()
+    };
+    let err = Reconciler::new(pool, config).unwrap_err();
+    assert_eq!(err.setting, "reconciler.idle_tenant_sweep", "{err}");
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_node_refuses_maintenance_that_cannot_work(pool: PgPool) {
     let config = MaintenanceConfig {
         reconciler: Some(ReconcilerConfig {
@@ -144,4 +157,50 @@ async fn a_node_refuses_maintenance_that_cannot_work(pool: PgPool) {
         Err(other) => panic!("refused for the wrong reason: {other}"),
         Ok(_) => panic!("a node with an invalid maintenance setting started"),
     }
+}
+
+/// A capped tenant that ran a job and has nothing left to do keeps its slot
+/// rows only until the reconciler's first pass.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_reconciler_forgets_idle_tenants_slot_rows_in_its_first_pass(pool: PgPool) {
+    jobwire_core::set_tenant_cap(&pool, "q", None, Some(2))
+        .await
+        .unwrap();
+    let job = NewJob::new("work", serde_json::json!({}))
+        .with_queue("q")
+        .with_tenant("acme");
+    jobwire_test_support::enqueue_ids(&pool, &[job])
+        .await
+        .unwrap();
+    let claimed = jobwire_core::claim_batch(&pool, "q", "w", 1, Duration::from_secs(60))
+        .await
+        .unwrap();
+    jobwire_core::complete(&pool, "w", claimed[0].lease)
+        .await
+        .unwrap();
+    let slot_rows = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM job_tenant_slots")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    assert_eq!(slot_rows().await, 2);
+
+    let reconciler = Reconciler::new(pool.clone(), ReconcilerConfig::default()).unwrap();
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(reconciler.run(shutdown.clone()));
+    let mut left = slot_rows().await;
+    for _ in 0..1000 {
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        left = slot_rows().await;
+    }
+    shutdown.cancel();
+    running.await.unwrap();
+    assert_eq!(
+        left, 0,
+        "the idle tenant's slot rows are still there after 10 s"
+    );
 }

@@ -781,3 +781,238 @@ async fn a_failed_capped_wake_up_claim_keeps_what_the_first_statement_claimed(po
         "the undecided job's next wake-up claims it"
     );
 }
+
+/// Slot rows of `tenant` on `queue`, held or free.
+async fn slot_rows(pool: &PgPool, queue: &str, tenant: &str) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM job_tenant_slots WHERE queue = $1 AND tenant = $2")
+        .bind(queue)
+        .bind(tenant)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// One job of `tenant` on PostgreSQL-path queue `q` claimed and finished:
+/// the tenant is left with its slot rows and nothing to do.
+async fn run_one_job_of(pool: &PgPool, tenant: &str) {
+    enqueue_for(pool, "q", tenant, 1).await;
+    let claimed = jobwire_core::claim_batch(pool, "q", "w", 10, LEASE)
+        .await
+        .unwrap();
+    let leases: Vec<Lease> = claimed.iter().map(|job| job.lease).collect();
+    finish_all_in_one_call(pool, "w", &leases).await;
+}
+
+/// A tenant that holds no slot and has no waiting job loses its slot rows
+/// to the sweep; its next job gets them back, and the cap holds as before.
+/// A tenant with a job running or waiting (due or not) keeps its rows.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn the_sweep_forgets_only_idle_tenants_and_their_rows_come_back(pool: PgPool) {
+    jobwire_core::set_tenant_cap(&pool, "q", None, Some(2))
+        .await
+        .unwrap();
+    for tenant in ["idle", "running", "waiting"] {
+        run_one_job_of(&pool, tenant).await;
+        assert_eq!(slot_rows(&pool, "q", tenant).await, 2);
+    }
+    enqueue_for(&pool, "q", "running", 1).await;
+    let running = jobwire_core::claim_batch(&pool, "q", "w", 10, LEASE)
+        .await
+        .unwrap();
+    assert_eq!(running.len(), 1);
+    let later = NewJob::new("work", json!({}))
+        .with_queue("q")
+        .with_tenant("waiting")
+        .with_delay(chrono::TimeDelta::hours(1));
+    jobwire_test_support::enqueue_ids(&pool, &[later])
+        .await
+        .unwrap();
+
+    assert_eq!(
+        jobwire_core::forget_idle_tenant_slots(&pool).await.unwrap(),
+        1
+    );
+    assert_eq!(
+        (
+            slot_rows(&pool, "q", "idle").await,
+            slot_rows(&pool, "q", "running").await,
+            slot_rows(&pool, "q", "waiting").await
+        ),
+        (0, 2, 2)
+    );
+    // Nothing idle left: a second sweep forgets nothing.
+    assert_eq!(
+        jobwire_core::forget_idle_tenant_slots(&pool).await.unwrap(),
+        0
+    );
+
+    enqueue_for(&pool, "q", "idle", 5).await;
+    let claimed = jobwire_core::claim_batch(&pool, "q", "w", 10, LEASE)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 2, "the cap holds over re-created rows");
+    assert_eq!(slot_rows(&pool, "q", "idle").await, 2);
+    assert_eq!(held_slots(&pool, "q").await, 3);
+}
+
+/// A transaction that has made sure a tenant's slot rows exist (as a claim
+/// does before it locks the ones it takes) keeps them until it ends: the
+/// sweep leaves the queue alone meanwhile and forgets the tenant once the
+/// transaction is over.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn the_sweep_leaves_slot_rows_a_transaction_made_sure_of(pool: PgPool) {
+    jobwire_core::set_tenant_cap(&pool, "q", None, Some(2))
+        .await
+        .unwrap();
+    run_one_job_of(&pool, "acme").await;
+
+    let mut claimer = pool.begin().await.unwrap();
+    sqlx::query("SELECT jobwire_ensure_tenant_slots('q', 'acme', 2)")
+        .execute(&mut *claimer)
+        .await
+        .unwrap();
+    assert_eq!(
+        jobwire_core::forget_idle_tenant_slots(&pool).await.unwrap(),
+        0
+    );
+    let taken: Option<i32> = sqlx::query_scalar(
+        "UPDATE job_tenant_slots SET job_id = gen_random_uuid()
+         WHERE queue = 'q' AND tenant = 'acme' AND slot = 1 RETURNING slot",
+    )
+    .fetch_optional(&mut *claimer)
+    .await
+    .unwrap();
+    assert_eq!(
+        taken,
+        Some(1),
+        "the slot row the transaction made sure of is gone"
+    );
+    claimer.rollback().await.unwrap();
+
+    assert_eq!(
+        jobwire_core::forget_idle_tenant_slots(&pool).await.unwrap(),
+        1
+    );
+    assert_eq!(slot_rows(&pool, "q", "acme").await, 0);
+}
+
+/// A capped tenant's job enqueued on a broker queue while the sweep is
+/// deleting that tenant's rows waits for the sweep, then creates the rows
+/// again and is handed a slot with its wake-up: not left waiting for a
+/// hand-over that no slot would make.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_job_enqueued_during_the_sweep_gets_its_slot_and_wake_up(pool: PgPool) {
+    capped_broker_queue(&pool, 1).await;
+    let first = enqueue_for(&pool, "b", "acme", 1).await;
+    let claimed = wake_up_claim(&pool, &first).await.claimed;
+    finish_all_in_one_call(&pool, "c", &[claimed[0].lease]).await;
+    assert_eq!(slot_rows(&pool, "b", "acme").await, 1);
+
+    let mut sweep = pool.begin().await.unwrap();
+    let forgotten: i32 =
+        sqlx::query_scalar("SELECT jobwire_forget_idle_tenant_slots('b', ARRAY['acme'])")
+            .fetch_one(&mut *sweep)
+            .await
+            .unwrap();
+    assert_eq!(forgotten, 1);
+    let enqueue = tokio::spawn({
+        let pool = pool.clone();
+        async move { enqueue_for(&pool, "b", "acme", 1).await }
+    });
+    until_a_session_waits_for_a_lock(&pool).await;
+    sweep.commit().await.unwrap();
+    let next = enqueue.await.unwrap()[0];
+
+    let slot: Option<i32> = sqlx::query_scalar("SELECT tenant_slot FROM jobs WHERE job_id = $1")
+        .bind(next)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(slot, Some(1));
+    assert_eq!(held_slots(&pool, "b").await, 1);
+    let wake_ups: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM job_outbox WHERE message_key = $1")
+            .bind(next.to_string())
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(wake_ups, 1);
+    assert_eq!(wake_up_claim(&pool, &[next]).await.claimed.len(), 1);
+}
+
+/// A job of tenant `acme` on broker queue `b` (cap 1) that is due, holds no
+/// slot and has lost its wake-up, while `acme` has no slot rows: the sweep
+/// forgot them after its last job, and this job was enqueued delayed (which
+/// makes sure of no slot) and became due.
+async fn due_job_of_a_forgotten_tenant(pool: &PgPool) -> Uuid {
+    capped_broker_queue(pool, 1).await;
+    let first = enqueue_for(pool, "b", "acme", 1).await;
+    let claimed = wake_up_claim(pool, &first).await.claimed;
+    finish_all_in_one_call(pool, "c", &[claimed[0].lease]).await;
+    assert_eq!(
+        jobwire_core::forget_idle_tenant_slots(pool).await.unwrap(),
+        1
+    );
+    let delayed = NewJob::new("work", json!({}))
+        .with_queue("b")
+        .with_tenant("acme")
+        .with_delay(chrono::TimeDelta::hours(1));
+    let id = jobwire_test_support::enqueue_ids(pool, &[delayed])
+        .await
+        .unwrap()[0];
+    sqlx::query("UPDATE jobs SET run_after = now() - interval '1 minute' WHERE job_id = $1")
+        .bind(id)
+        .execute(pool)
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM job_outbox WHERE message_key = $1")
+        .bind(id.to_string())
+        .execute(pool)
+        .await
+        .unwrap();
+    assert_eq!(slot_rows(pool, "b", "acme").await, 0);
+    id
+}
+
+/// The job's wake-up reasons, oldest first.
+async fn wake_up_reasons(pool: &PgPool, id: Uuid) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT headers->>'jobwire-reason' FROM job_outbox WHERE message_key = $1 ORDER BY id",
+    )
+    .bind(id.to_string())
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// The reconciler's hand-out finds a capped tenant by its due jobs, not by
+/// its slot rows: a tenant forgotten as idle gets its rows back and its due
+/// job a slot and a wake-up, instead of waiting for the safety net.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn the_reconciler_hands_a_slot_to_a_due_job_of_a_forgotten_tenant(pool: PgPool) {
+    let id = due_job_of_a_forgotten_tenant(&pool).await;
+    assert_eq!(
+        jobwire_core::hand_out_free_tenant_slots(&pool)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(slot_rows(&pool, "b", "acme").await, 1);
+    assert_eq!(
+        wake_up_reasons(&pool, id).await,
+        vec!["reconcile".to_owned()]
+    );
+    assert_eq!(wake_up_claim(&pool, &[id]).await.claimed.len(), 1);
+}
+
+/// So does resuming a paused queue.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn resuming_a_queue_hands_a_slot_to_a_due_job_of_a_forgotten_tenant(pool: PgPool) {
+    let id = due_job_of_a_forgotten_tenant(&pool).await;
+    jobwire_core::set_queue_paused(&pool, "b", true)
+        .await
+        .unwrap();
+    assert_eq!(jobwire_core::resume_queue(&pool, "b").await.unwrap(), 1);
+    assert_eq!(wake_up_reasons(&pool, id).await, vec!["resume".to_owned()]);
+    assert_eq!(wake_up_claim(&pool, &[id]).await.claimed.len(), 1);
+}

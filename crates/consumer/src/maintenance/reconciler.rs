@@ -1,7 +1,9 @@
 //! The wake-up reconciler: no job of a broker-dispatched queue depends on
-//! the broker keeping its promise.
+//! the broker keeping its promise. It also forgets the slot rows of idle
+//! tenants, so that a queue's slot table holds the tenants in use, not
+//! every tenant it has seen.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use jobwire_loop::{InvalidSetting, POLL_SPREAD, jittered, sleep};
 use sqlx::PgPool;
@@ -16,6 +18,9 @@ pub struct ReconcilerConfig {
     pub grace: Duration,
     /// Most jobs re-woken per statement.
     pub batch_size: usize,
+    /// Pause between sweeps of idle tenants' slot rows (the first sweep is
+    /// in the first pass).
+    pub idle_tenant_sweep: Duration,
 }
 
 impl Default for ReconcilerConfig {
@@ -24,6 +29,7 @@ impl Default for ReconcilerConfig {
             interval: Duration::from_secs(10),
             grace: Duration::from_secs(60),
             batch_size: 1000,
+            idle_tenant_sweep: Duration::from_secs(300),
         }
     }
 }
@@ -33,6 +39,7 @@ impl ReconcilerConfig {
     pub fn validate(&self) -> Result<(), InvalidSetting> {
         InvalidSetting::require_nonzero("reconciler.interval", self.interval)?;
         InvalidSetting::require_nonzero("reconciler.grace", self.grace)?;
+        InvalidSetting::require_nonzero("reconciler.idle_tenant_sweep", self.idle_tenant_sweep)?;
         InvalidSetting::require_positive("reconciler.batch_size", self.batch_size)
     }
 }
@@ -91,11 +98,29 @@ impl Reconciler {
         Ok(total)
     }
 
-    /// Reconcile every interval until `shutdown`.
+    /// Delete the slot rows of tenants that hold no slot and have no
+    /// waiting job; returns how many tenants were forgotten.
+    pub async fn forget_idle_tenants_once(&self) -> Result<u64, jobwire_core::Error> {
+        let forgotten = jobwire_core::forget_idle_tenant_slots(&self.pool).await?;
+        if forgotten > 0 {
+            tracing::debug!(tenants = forgotten, "forgot the slot rows of idle tenants");
+        }
+        Ok(forgotten)
+    }
+
+    /// Reconcile every interval, and sweep idle tenants every
+    /// `idle_tenant_sweep`, until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
+        let mut next_sweep = Instant::now();
         loop {
             if let Err(err) = self.reconcile_once().await {
                 tracing::warn!(error = %err, "reconciling wake-ups failed");
+            }
+            if Instant::now() >= next_sweep {
+                next_sweep = Instant::now() + self.config.idle_tenant_sweep;
+                if let Err(err) = self.forget_idle_tenants_once().await {
+                    tracing::warn!(error = %err, "forgetting idle tenants' slot rows failed");
+                }
             }
             let pause = jittered(self.config.interval, POLL_SPREAD);
             if sleep(pause, &shutdown).await.is_cancelled() {

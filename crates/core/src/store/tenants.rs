@@ -27,7 +27,8 @@ pub struct TenantCaps {
     pub default_max_running: Option<i32>,
     /// The defaults of every tenant without an override, all three limits.
     pub defaults: TenantLimits,
-    /// Tenants with an override or a slot.
+    /// Tenants with an override, or with slot rows: capped tenants that
+    /// held or waited for a slot since the last sweep of idle tenants.
     pub tenants: Vec<TenantCap>,
 }
 
@@ -143,15 +144,56 @@ pub async fn tenant_caps(pool: &PgPool, queue: &str) -> Result<TenantCaps> {
     })
 }
 
-/// Hand every free slot of a capped tenant on a broker queue to that
-/// tenant's next due job, with a wake-up (the reconciler's pass: slots
-/// normally hand themselves on when a job finishes). Returns how many
-/// jobs were woken.
+/// Hand the free slots of every capped tenant with a due job that holds no
+/// slot, on broker queues not paused, to its next due jobs, with wake-ups
+/// (the reconciler's pass: slots normally hand themselves on when a job
+/// finishes). A tenant without slot rows (forgotten as idle) gets them
+/// first. Returns how many jobs were woken.
 pub async fn hand_out_free_tenant_slots<'c, E: sqlx::PgExecutor<'c>>(executor: E) -> Result<u64> {
     let handed: i32 = sqlx::query_scalar(include_str!("../../sql/hand_out_free_tenant_slots.sql"))
         .fetch_one(executor)
         .await?;
     Ok(u64::try_from(handed).unwrap_or(0))
+}
+
+/// Tenants whose slot rows are deleted in one transaction of the sweep:
+/// claims of the queue wait while it runs, so it stays short.
+const FORGET_TENANTS_PER_STATEMENT: usize = 100;
+
+/// Delete the slot rows of every tenant that holds no slot and has no
+/// waiting job (the reconciler's sweep); they come back the next time the
+/// tenant needs a slot. Returns how many tenants were forgotten. A queue
+/// whose slots stay in use for 50 ms (a transaction between making sure of
+/// a tenant's slot rows and ending) is left for a later sweep.
+pub async fn forget_idle_tenant_slots(pool: &PgPool) -> Result<u64> {
+    let idle: Vec<(String, String)> = sqlx::query_as(include_str!("../../sql/idle_tenants.sql"))
+        .fetch_all(pool)
+        .await?;
+    let mut by_queue: Vec<(String, Vec<String>)> = Vec::new();
+    for (queue, tenant) in idle {
+        match by_queue.last_mut() {
+            Some((last, tenants)) if *last == queue => tenants.push(tenant),
+            _ => by_queue.push((queue, vec![tenant])),
+        }
+    }
+    let mut forgotten = 0;
+    for (queue, tenants) in &by_queue {
+        for some in tenants.chunks(FORGET_TENANTS_PER_STATEMENT) {
+            let n: i32 = sqlx::query_scalar("SELECT jobwire_forget_idle_tenant_slots($1, $2)")
+                .bind(queue)
+                .bind(some)
+                .fetch_one(pool)
+                .await?;
+            // -1: the queue's lock stayed busy. Each further try would hold
+            // the queue's claims up again for as long, so leave the queue
+            // to the next sweep.
+            let Ok(n) = u64::try_from(n) else {
+                break;
+            };
+            forgotten += n;
+        }
+    }
+    Ok(forgotten)
 }
 
 /// How long a claimer of this process trusts what it last learned of a
