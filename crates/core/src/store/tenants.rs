@@ -158,7 +158,7 @@ pub async fn hand_out_free_tenant_slots<'c, E: sqlx::PgExecutor<'c>>(executor: E
 
 /// Tenants whose slot rows are deleted in one transaction of the sweep:
 /// claims of the queue wait while it runs, so it stays short.
-const FORGET_TENANTS_PER_STATEMENT: usize = 100;
+const FORGET_TENANTS_PER_STATEMENT: usize = 25;
 
 /// Delete the slot rows of every tenant that holds no slot and has no
 /// waiting job (the reconciler's sweep); they come back the next time the
