@@ -5,7 +5,9 @@
 //! The cap itself is enforced by the database (migration
 //! `20261201000009_tenant_caps.sql`): slot rows that a claim takes in the
 //! claim statement and a trigger frees on every way out of RUNNING. These
-//! functions set and read the caps.
+//! functions set and read the caps, hand free slots to waiting jobs and
+//! forget the slot rows of idle tenants (migration
+//! `20261206000002_idle_tenants_slot_rows_are_forgotten.sql`).
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
