@@ -31,6 +31,11 @@
 -- tenant left with some of its rows would run below its cap until the
 -- next sweep. This relies on jobwire_ensure_tenant_slots being the only
 -- statement that inserts slot rows.
+--
+-- The claim's comment "A tenant seen for the first time (or whose cap was
+-- raised) gets its slot rows" (migrations 20261203000006 and
+-- 20261205000001, which cannot be edited once applied) now also covers a
+-- tenant forgotten as idle.
 
 CREATE OR REPLACE FUNCTION jobwire_ensure_tenant_slots(p_queue text, p_tenant text, p_cap integer)
 RETURNS void

@@ -21,9 +21,9 @@
 # The slot table is analysed with the jobs before the worker starts (empty
 # unless SEEN_TENANTS is set); outputs before 2026-12-05 left it unanalysed.
 #
-# RECONCILER=1 runs the worker with its reconciler, whose first pass sweeps
-# the slot rows of idle tenants (the SEEN_TENANTS ones); by default the
-# worker runs without it.
+# RECONCILER=1 (only 1) runs the worker with its reconciler, whose first
+# pass sweeps the slot rows of idle tenants (the SEEN_TENANTS ones); by
+# default the worker runs without it.
 #
 # Drops and recreates database DB (default jobwire_capped_by_hand) on the
 # local PostgreSQL.
@@ -55,7 +55,9 @@ fi
         FROM generate_series(1, ${FINISHED_JOBS:-0})" \
     -c "VACUUM ANALYZE jobs, job_tenant_slots"
 reconciler=--no-reconciler
-[[ ${RECONCILER:-0} == 1 ]] && reconciler=
+if [[ ${RECONCILER:-0} == 1 ]]; then
+    reconciler=
+fi
 # shellcheck disable=SC2086 # EXTRA is a list of flags; $reconciler may be empty
 "$BIN" worker --queue noisy=64 --no-retention --no-scheduler $reconciler ${EXTRA:-} \
     >/dev/null 2>&1 &

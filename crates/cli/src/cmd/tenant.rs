@@ -182,7 +182,9 @@ pub(crate) async fn tenant(pool: &PgPool, command: TenantCommand) -> Result<()> 
                 describe(&caps.defaults)
             );
             if caps.tenants.is_empty() {
-                println!("no tenant has an override or has run under a cap");
+                println!(
+                    "no tenant has an override or has run under a cap since the last sweep of idle tenants"
+                );
                 return Ok(());
             }
             println!(

@@ -55,7 +55,8 @@ pub(crate) struct WorkerArgs {
     /// Sweeper interval in milliseconds.
     #[arg(long, default_value_t = 5_000)]
     sweep_interval_ms: u64,
-    /// Do not run the wake-up reconciler in this process.
+    /// Do not run the wake-up reconciler in this process (it also forgets
+    /// the slot rows of idle tenants).
     #[arg(long)]
     no_reconciler: bool,
     /// Do not run the scheduler (firing due schedules) in this process.

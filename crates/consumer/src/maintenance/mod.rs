@@ -27,7 +27,8 @@ pub struct MaintenanceConfig {
     pub sweeper: Option<SweeperConfig>,
     /// Move finished jobs out of the hot table.
     pub retention: Option<RetentionConfig>,
-    /// Re-wake broker-dispatched jobs whose wake-up went missing.
+    /// Re-wake broker-dispatched jobs whose wake-up went missing, and forget
+    /// the slot rows of idle tenants.
     pub reconciler: Option<ReconcilerConfig>,
     /// Fire due schedules.
     pub scheduler: Option<SchedulerConfig>,

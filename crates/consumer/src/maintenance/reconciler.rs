@@ -47,7 +47,9 @@ impl ReconcilerConfig {
 /// Re-wakes jobs of broker-dispatched queues whose wake-up went missing (a
 /// purged queue, a broker that lost messages, a consumer that died between
 /// receive and claim), so that no job depends on a broker keeping its
-/// promise. Recovery time is bounded by `grace` plus `interval`.
+/// promise. Recovery time is bounded by `grace` plus `interval`. Every
+/// `idle_tenant_sweep` it also deletes the slot rows of capped tenants
+/// with nothing running or waiting.
 #[derive(Debug, Clone)]
 pub struct Reconciler {
     pool: PgPool,
@@ -67,7 +69,8 @@ impl Reconciler {
     pub async fn reconcile_once(&self) -> Result<usize, jobwire_core::Error> {
         // A capped tenant's free slot with a due job waiting and no wake-up
         // on the way (a hand-over rolled back, a delayed job that became due
-        // while the tenant ran nothing): hand it over now. Not a lost
+        // while the tenant ran nothing), or such a job of a tenant with no
+        // slot rows (forgotten as idle): hand it a slot now. Not a lost
         // wake-up, so not held back by the outbox lag.
         let handed = jobwire_core::hand_out_free_tenant_slots(&self.pool).await?;
         if handed > 0 {

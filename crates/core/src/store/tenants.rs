@@ -165,8 +165,8 @@ const FORGET_TENANTS_PER_STATEMENT: usize = 25;
 /// Delete the slot rows of every tenant that holds no slot and has no
 /// waiting job (the reconciler's sweep); they come back the next time the
 /// tenant needs a slot. Returns how many tenants were forgotten. A queue
-/// whose slots stay in use for 50 ms (a transaction between making sure of
-/// a tenant's slot rows and ending) is left for a later sweep.
+/// whose slot lock stays held for 50 ms (a transaction that created or
+/// found a tenant's slot rows has not ended) is left for a later sweep.
 pub async fn forget_idle_tenant_slots(pool: &PgPool) -> Result<u64> {
     let idle: Vec<(String, String)> = sqlx::query_as(include_str!("../../sql/idle_tenants.sql"))
         .fetch_all(pool)
