@@ -178,29 +178,18 @@ async fn a_reconciler_forgets_idle_tenants_slot_rows_in_its_first_pass(pool: PgP
     jobwire_core::complete(&pool, "w", claimed[0].lease)
         .await
         .unwrap();
-    let slot_rows = || async {
-        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM job_tenant_slots")
-            .fetch_one(&pool)
-            .await
-            .unwrap()
-    };
-    assert_eq!(slot_rows().await, 2);
+    let slot_rows = "SELECT count(*) FROM job_tenant_slots WHERE queue = $1";
+    jobwire_test_support::wait_for_count(&pool, slot_rows, "q", 2, Duration::ZERO)
+        .await
+        .unwrap();
 
     let reconciler = Reconciler::new(pool.clone(), ReconcilerConfig::default()).unwrap();
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(reconciler.run(shutdown.clone()));
-    let mut left = slot_rows().await;
-    for _ in 0..1000 {
-        if left == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        left = slot_rows().await;
-    }
+    let forgotten =
+        jobwire_test_support::wait_for_count(&pool, slot_rows, "q", 0, Duration::from_secs(10))
+            .await;
     shutdown.cancel();
     running.await.unwrap();
-    assert_eq!(
-        left, 0,
-        "the idle tenant's slot rows are still there after 10 s"
-    );
+    forgotten.expect("the idle tenant's slot rows are still there");
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use jobwire_core::{Dispatch, FinishOutcome, JobState, Lease, NewJob};
-use jobwire_test_support::expire_lease;
+use jobwire_test_support::{expire_lease, wake_ups_for};
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -612,15 +612,11 @@ async fn a_wake_up_claim_waits_out_a_passing_lock_on_a_job_handed_a_slot(pool: P
             .await
             .unwrap();
     assert_eq!(state, (JobState::Queued, Some(1)));
-    let wake_ups: Vec<String> = sqlx::query_scalar(
-        "SELECT headers->>'jobwire-reason' FROM job_outbox WHERE message_key = $1 ORDER BY id",
-    )
-    .bind(ids[2].to_string())
-    .fetch_all(&pool)
-    .await
-    .unwrap();
     // The hand-over's, then the one written when the claim gave up.
-    assert_eq!(wake_ups, vec!["slot".to_owned(), "slot".to_owned()]);
+    assert_eq!(
+        wake_up_reasons(&pool, ids[2]).await,
+        vec!["slot".to_owned(), "slot".to_owned()]
+    );
     let woken_again = wake_up_claim(&pool, &ids[2..]).await;
     assert_eq!(woken_again.claimed.len(), 1);
 }
@@ -803,6 +799,14 @@ async fn run_one_job_of(pool: &PgPool, tenant: &str) {
     finish_all_in_one_call(pool, "w", &leases).await;
 }
 
+/// One job of `tenant` on broker queue `b` woken, claimed by its wake-up
+/// and finished: as `run_one_job_of`, on the broker path.
+async fn run_one_broker_job_of(pool: &PgPool, tenant: &str) {
+    let ids = enqueue_for(pool, "b", tenant, 1).await;
+    let claimed = wake_up_claim(pool, &ids).await.claimed;
+    finish_all_in_one_call(pool, "c", &[claimed[0].lease]).await;
+}
+
 /// A tenant that holds no slot and has no waiting job loses its slot rows
 /// to the sweep; its next job gets them back, and the cap holds as before.
 /// A tenant with a job running or waiting (due or not) keeps its rows.
@@ -903,9 +907,7 @@ async fn the_sweep_leaves_slot_rows_a_transaction_made_sure_of(pool: PgPool) {
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_job_enqueued_during_the_sweep_gets_its_slot_and_wake_up(pool: PgPool) {
     capped_broker_queue(&pool, 1).await;
-    let first = enqueue_for(&pool, "b", "acme", 1).await;
-    let claimed = wake_up_claim(&pool, &first).await.claimed;
-    finish_all_in_one_call(&pool, "c", &[claimed[0].lease]).await;
+    run_one_broker_job_of(&pool, "acme").await;
     assert_eq!(slot_rows(&pool, "b", "acme").await, 1);
 
     let mut sweep = pool.begin().await.unwrap();
@@ -930,13 +932,7 @@ async fn a_job_enqueued_during_the_sweep_gets_its_slot_and_wake_up(pool: PgPool)
         .unwrap();
     assert_eq!(slot, Some(1));
     assert_eq!(held_slots(&pool, "b").await, 1);
-    let wake_ups: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM job_outbox WHERE message_key = $1")
-            .bind(next.to_string())
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-    assert_eq!(wake_ups, 1);
+    assert_eq!(wake_ups_for(&pool, next).await.unwrap(), 1);
     assert_eq!(wake_up_claim(&pool, &[next]).await.claimed.len(), 1);
 }
 
@@ -946,9 +942,7 @@ async fn a_job_enqueued_during_the_sweep_gets_its_slot_and_wake_up(pool: PgPool)
 /// makes sure of no slot) and became due.
 async fn due_job_of_a_forgotten_tenant(pool: &PgPool) -> Uuid {
     capped_broker_queue(pool, 1).await;
-    let first = enqueue_for(pool, "b", "acme", 1).await;
-    let claimed = wake_up_claim(pool, &first).await.claimed;
-    finish_all_in_one_call(pool, "c", &[claimed[0].lease]).await;
+    run_one_broker_job_of(pool, "acme").await;
     assert_eq!(
         jobwire_core::forget_idle_tenant_slots(pool).await.unwrap(),
         1
