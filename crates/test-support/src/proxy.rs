@@ -1,4 +1,5 @@
-//! [`FlakyProxy`]: a broker a test can take away from one client.
+//! [`FlakyProxy`]: a broker a test can take away from one client, or whose
+//! network can die under it.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,11 +14,17 @@ use tokio_util::sync::CancellationToken;
 /// on: switching off cuts every live connection and refuses new ones (they
 /// are closed as soon as accepted). This is how tests take a broker away
 /// from one client without stopping the broker other tests share.
+///
+/// It can also stall the live connections ([`FlakyProxy::stall_live`]):
+/// they stay open and carry nothing, as a connection whose network died
+/// looks to both ends until a timeout or missed heartbeats say so, while
+/// new connections are served.
 pub struct FlakyProxy {
     /// Where clients connect.
     pub addr: SocketAddr,
     up: Arc<AtomicBool>,
     cut: Arc<Mutex<CancellationToken>>,
+    stall: Arc<Mutex<CancellationToken>>,
     accept: JoinHandle<()>,
 }
 
@@ -28,8 +35,9 @@ impl FlakyProxy {
         let addr = listener.local_addr()?;
         let state = Arc::new(AtomicBool::new(up));
         let cut = Arc::new(Mutex::new(CancellationToken::new()));
+        let stall = Arc::new(Mutex::new(CancellationToken::new()));
         let upstream = upstream.to_owned();
-        let (state_in, cut_in) = (state.clone(), cut.clone());
+        let (state_in, cut_in, stall_in) = (state.clone(), cut.clone(), stall.clone());
         let accept = tokio::spawn(async move {
             loop {
                 let Ok((mut client, _)) = listener.accept().await else {
@@ -40,14 +48,21 @@ impl FlakyProxy {
                     continue;
                 }
                 let token = cut_in.lock().unwrap().clone();
+                let stalled = stall_in.lock().unwrap().clone();
                 let upstream = upstream.clone();
                 tokio::spawn(async move {
                     let Ok(mut server) = TcpStream::connect(&upstream).await else {
                         return;
                     };
-                    tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
-                        _ = token.cancelled() => {}
+                    let stall = tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => false,
+                        _ = token.cancelled() => false,
+                        _ = stalled.cancelled() => true,
+                    };
+                    if stall {
+                        // Both sockets stay open and nothing is copied until
+                        // the proxy is switched off or dropped.
+                        token.cancelled().await;
                     }
                 });
             }
@@ -56,6 +71,7 @@ impl FlakyProxy {
             addr,
             up: state,
             cut,
+            stall,
             accept,
         })
     }
@@ -68,6 +84,14 @@ impl FlakyProxy {
             cut.cancel();
             *cut = CancellationToken::new();
         }
+    }
+
+    /// Stall every live connection: each stays open and carries nothing
+    /// more, in either direction. Connections made afterwards are served.
+    pub fn stall_live(&self) {
+        let mut stall = self.stall.lock().unwrap();
+        stall.cancel();
+        *stall = CancellationToken::new();
     }
 }
 

@@ -98,7 +98,7 @@ impl Session {
         match enable_confirms(&session.channel).await {
             Ok(()) => Ok(session),
             Err(reason) => {
-                session.close().await;
+                session.close(config.timeout).await;
                 Err(reason)
             }
         }
@@ -159,9 +159,20 @@ impl Session {
         }
     }
 
-    async fn close(self) {
-        let _ = self.channel.close(200, "bye".into()).await;
-        let _ = self.connection.close(200, "bye".into()).await;
+    /// Close the channel, then the connection, waiting at most `within`
+    /// for the broker's answers: on a connection whose network died they
+    /// never come, and lapin would wait until it misses the broker's
+    /// heartbeats (a minute or more), holding up whoever closes. A session
+    /// not closed in time is dropped; the broker ends the connection once
+    /// it notices, and requeues what the session held.
+    async fn close(self, within: Duration) {
+        let close = async {
+            let _ = self.channel.close(200, "bye".into()).await;
+            let _ = self.connection.close(200, "bye".into()).await;
+        };
+        if tokio::time::timeout(within, close).await.is_err() {
+            tracing::warn!(timeout = ?within, "rabbitmq: a session did not close in time; dropped");
+        }
     }
 }
 
@@ -249,7 +260,7 @@ impl RabbitTransport {
     ) {
         tracing::warn!(%reason, "rabbitmq publishing session failed; reconnecting on next publish");
         if let Some(session) = guard.take() {
-            session.close().await;
+            session.close(self.config.timeout).await;
         }
         for result in results.iter_mut().filter(|r| r.is_none()) {
             *result = Some(Err(PublishError::Unavailable(reason.clone())));
@@ -381,7 +392,7 @@ impl Transport for RabbitTransport {
         let session = Session::open(&self.config)
             .await
             .map_err(TransportError::Unavailable)?;
-        session.close().await;
+        session.close(self.config.timeout).await;
         Ok(())
     }
 
@@ -459,7 +470,7 @@ impl Transport for RabbitTransport {
     async fn close(&self) -> Result<(), TransportError> {
         for publisher in &self.publishers {
             if let Some(session) = publisher.lock().await.take() {
-                session.close().await;
+                session.close(self.config.timeout).await;
             }
         }
         Ok(())
@@ -474,7 +485,7 @@ impl Transport for RabbitTransport {
             .queue_purge(topic.into(), QueuePurgeOptions::default())
             .await
             .map_err(|err| TransportError::Refused(format!("purge {topic}: {err}")));
-        session.close().await;
+        session.close(self.config.timeout).await;
         Ok(Some(u64::from(purged?)))
     }
 
@@ -498,7 +509,7 @@ impl Transport for RabbitTransport {
                 },
             )
             .await;
-        session.close().await;
+        session.close(self.config.timeout).await;
         // Forget the declaration even when the delete failed halfway: the
         // next publish declaring again costs one round trip, while
         // publishing to a queue that is gone is confirmed and dropped
@@ -594,10 +605,12 @@ impl RabbitSubscriber {
 
     async fn disconnect(&mut self) {
         if let Some(live) = self.live.take() {
-            live.session.close().await;
+            live.session.close(self.config.timeout).await;
         }
         if let Some(connection) = self.kept.take() {
-            let _ = connection.close(200, "bye".into()).await;
+            // Bounded as a session's close is.
+            let close = connection.close(200, "bye".into());
+            let _ = tokio::time::timeout(self.config.timeout, close).await;
         }
     }
 
@@ -838,8 +851,8 @@ mod tests {
     /// connection lost meanwhile is replaced. Against the broker at
     /// `AMQP_URL` (default the local one), as the integration tests. The
     /// assertions come after the clean-up, so a failure leaves no queue.
-    /// (The bounds on a connection whose network died are not exercised
-    /// here: that needs a proxy that stalls rather than cuts.)
+    /// (The bounds on a connection whose network died are tests of their
+    /// own, over a proxy that stalls it: `tests/rabbitmq.rs`.)
     #[tokio::test]
     async fn a_hold_keeps_the_connection_for_the_next_receive() {
         let url = std::env::var("AMQP_URL")

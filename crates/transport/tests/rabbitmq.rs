@@ -1,10 +1,13 @@
 //! RabbitMQ passes the conformance suite against a real broker
-//! (`AMQP_URL`, default the local one).
+//! (`AMQP_URL`, default the local one), gives back what was pushed ahead
+//! while it holds, and bounds what a connection whose network died can
+//! hold up.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use jobwire_test_support::FlakyProxy;
 use jobwire_transport::Transport;
 use jobwire_transport::conformance::ConformanceTarget;
 use jobwire_transport::rabbitmq::{RabbitConfig, RabbitTransport};
@@ -120,4 +123,169 @@ async fn a_holding_subscriber_gives_back_what_was_pushed_ahead() {
     busy.close().await.unwrap();
     helper.close().await.unwrap();
     let _ = transport.delete_topic(&topic).await;
+}
+
+/// A session over the proxy, with a short timeout: what a network that dies
+/// under a live connection does to it is what these tests look at.
+fn via(proxy: &FlakyProxy) -> RabbitConfig {
+    let mut config = RabbitConfig::new(format!("amqp://guest:guest@{}/%2f", proxy.addr));
+    config.timeout = STALL_TIMEOUT;
+    config
+}
+
+/// The transport's timeout in the stall tests.
+const STALL_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Far above [`STALL_TIMEOUT`] and far below what noticing the dead
+/// network by missed heartbeats takes (RabbitMQ proposes 60 s between
+/// them): a call still waiting by then waits for the heartbeats, not for
+/// the transport's own bound.
+const NOT_HUNG: Duration = Duration::from_secs(30);
+
+/// A publish on a connection whose network died (the TCP connection stays
+/// open and carries nothing) fails within the transport's timeout instead
+/// of waiting for heartbeats, and leaves nothing behind that blocks the
+/// next publish: it connects again and is delivered. What the failed
+/// publish sent never reached the broker (the relay publishes its rows
+/// again).
+#[tokio::test]
+async fn a_publish_on_a_stalled_connection_fails_within_its_timeout_and_the_next_one_connects_again()
+ {
+    use jobwire_transport::conformance::{envelope, payloads, receipts, receive_count};
+    use jobwire_transport::{PublishError, SubscribeOptions};
+
+    let proxy = FlakyProxy::start("127.0.0.1:5672", true).await.unwrap();
+    let stalling = RabbitTransport::new(via(&proxy));
+    let direct = RabbitTarget.transport().await;
+    let topic = RabbitTarget.topic("publish_stalled");
+    let mut subscriber = direct
+        .subscribe(&topic, &SubscribeOptions::default())
+        .await
+        .unwrap();
+
+    let before = stalling.publish(&[envelope(&topic, None, b"before")]).await;
+    proxy.stall_live();
+    let stalled = tokio::time::timeout(
+        NOT_HUNG,
+        stalling.publish(&[envelope(&topic, None, b"stalled")]),
+    )
+    .await;
+    let after = tokio::time::timeout(
+        NOT_HUNG,
+        stalling.publish(&[envelope(&topic, None, b"after")]),
+    )
+    .await;
+    let received = receive_count(subscriber.as_mut(), 2, Duration::from_secs(10)).await;
+    subscriber.ack(&receipts(&received)).await.unwrap();
+    let more = subscriber.receive(10, Duration::from_millis(500)).await;
+
+    subscriber.close().await.unwrap();
+    let _ = direct.delete_topic(&topic).await;
+    assert!(before.iter().all(Result::is_ok), "{before:?}");
+    let stalled = stalled.expect("the publish on the stalled connection hung");
+    assert!(
+        matches!(stalled.as_slice(), [Err(PublishError::Unavailable(_))]),
+        "{stalled:?}"
+    );
+    let after = after.expect("the next publish hung");
+    assert!(after.iter().all(Result::is_ok), "{after:?}");
+    assert_eq!(payloads(&received), vec!["before", "after"]);
+    assert!(more.unwrap().is_empty());
+}
+
+/// A hold on a consumer whose network died: closing its channel gets no
+/// answer, so the hold gives the connection up within the transport's
+/// timeout, and the next receive connects again and gets what is published
+/// after. Until the broker notices the dead connection (missed heartbeats)
+/// it counts the old consumer as live and may push it wake-ups, up to its
+/// prefetch; here that consumer's one place is taken by a delivery it never
+/// settled, so whatever comes next goes to the new one. That delivery
+/// comes back once the broker ends the old connection.
+#[tokio::test]
+async fn a_hold_on_a_stalled_connection_gives_it_up_and_the_next_receive_connects_again() {
+    use jobwire_transport::SubscribeOptions;
+    use jobwire_transport::conformance::{envelope, payloads, receipts, receive_count};
+
+    let proxy = FlakyProxy::start("127.0.0.1:5672", true).await.unwrap();
+    let direct = RabbitTarget.transport().await;
+    let topic = RabbitTarget.topic("hold_stalled");
+    let options = SubscribeOptions {
+        prefetch: 1,
+        ..SubscribeOptions::default()
+    };
+    let mut subscriber = RabbitTransport::new(via(&proxy))
+        .subscribe(&topic, &options)
+        .await
+        .unwrap();
+    let first = direct.publish(&[envelope(&topic, None, b"first")]).await;
+    let unsettled = receive_count(subscriber.as_mut(), 1, Duration::from_secs(10)).await;
+
+    proxy.stall_live();
+    let held = tokio::time::timeout(NOT_HUNG, subscriber.hold(Duration::from_millis(10))).await;
+    let sent = direct
+        .publish(&[envelope(&topic, None, b"after the hold")])
+        .await;
+    let received = tokio::time::timeout(
+        NOT_HUNG,
+        receive_count(subscriber.as_mut(), 1, Duration::from_secs(10)),
+    )
+    .await;
+    if let Ok(received) = &received {
+        subscriber.ack(&receipts(received)).await.unwrap();
+    }
+
+    let closed = tokio::time::timeout(NOT_HUNG, subscriber.close()).await;
+    drop(proxy);
+    let _ = direct.delete_topic(&topic).await;
+    assert!(first.iter().all(Result::is_ok), "{first:?}");
+    assert_eq!(payloads(&unsettled), vec!["first"]);
+    held.expect("the hold hung on the stalled connection")
+        .unwrap();
+    assert!(sent.iter().all(Result::is_ok), "{sent:?}");
+    let received = received.expect("the receive after the hold hung");
+    assert_eq!(payloads(&received), vec!["after the hold"]);
+    closed.expect("closing hung").unwrap();
+}
+
+/// A hold on a healthy consumer keeps its connection; if the network dies
+/// during the hold, the kept connection still reads as connected, opening a
+/// channel on it gets no answer, and the next receive gives it up within
+/// the transport's timeout and connects again.
+#[tokio::test]
+async fn a_connection_kept_by_a_hold_that_stalls_is_replaced_by_the_next_receive() {
+    use jobwire_transport::SubscribeOptions;
+    use jobwire_transport::conformance::{envelope, payloads, receipts, receive_count};
+
+    let proxy = FlakyProxy::start("127.0.0.1:5672", true).await.unwrap();
+    let direct = RabbitTarget.transport().await;
+    let topic = RabbitTarget.topic("kept_stalled");
+    let mut subscriber = RabbitTransport::new(via(&proxy))
+        .subscribe(&topic, &SubscribeOptions::default())
+        .await
+        .unwrap();
+    // Connected (a receive connects), then held: the channel is closed and
+    // the connection kept.
+    let nothing = subscriber.receive(1, Duration::from_millis(100)).await;
+    subscriber.hold(Duration::from_millis(10)).await.unwrap();
+    proxy.stall_live();
+
+    let sent = direct
+        .publish(&[envelope(&topic, None, b"after the stall")])
+        .await;
+    let received = tokio::time::timeout(
+        NOT_HUNG,
+        receive_count(subscriber.as_mut(), 1, Duration::from_secs(10)),
+    )
+    .await;
+    if let Ok(received) = &received {
+        subscriber.ack(&receipts(received)).await.unwrap();
+    }
+
+    let closed = tokio::time::timeout(NOT_HUNG, subscriber.close()).await;
+    let _ = direct.delete_topic(&topic).await;
+    assert!(nothing.unwrap().is_empty());
+    assert!(sent.iter().all(Result::is_ok), "{sent:?}");
+    let received = received.expect("the receive after the stall hung");
+    assert_eq!(payloads(&received), vec!["after the stall"]);
+    closed.expect("closing hung").unwrap();
 }
