@@ -155,7 +155,7 @@ pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
         )
         .to_lowercase(),
     };
-    println!("jobwire demo: schema migrated; {path}; queue {QUEUE:?}\n");
+    outln!("jobwire demo: schema migrated; {path}; queue {QUEUE:?}\n");
 
     let run = Uuid::now_v7().simple().to_string();
     let mut tracked: Vec<(String, Uuid, JobState)> = Vec::new();
@@ -201,7 +201,7 @@ pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
         .fetch_one(&pool)
         .await?;
     let job_left = jobwire_core::job_status(&pool, lost.job_id).await.is_ok();
-    println!(
+    outln!(
         "transactional enqueue: committed order -> job {}; rolled-back order left {} order rows and {} job",
         confirmation.job_id,
         order_left,
@@ -220,14 +220,15 @@ pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
     }
     let digest = jobs.last().expect("demo jobs").job.clone();
     let again = jobwire_core::enqueue(&pool, &digest).await?;
-    println!(
+    outln!(
         "dedup: enqueueing the daily digest again returned job {} with duplicate = {}",
-        again.job_id, again.duplicate
+        again.job_id,
+        again.duplicate
     );
     if !again.duplicate || again.job_id != enqueued.last().expect("enqueued").job_id {
         bail!("the dedup key did not hold");
     }
-    println!("enqueued {} jobs; starting a worker\n", tracked.len());
+    outln!("enqueued {} jobs; starting a worker\n", tracked.len());
 
     // 3. A worker with demo-friendly timings.
     let mut registry = HandlerRegistry::new();
@@ -284,7 +285,7 @@ pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout_s);
     wait_for(&pool, export, deadline, |state| state == JobState::Running).await?;
     let cancel = jobwire_core::request_cancel(&pool, export, "demo").await?;
-    println!("cancel requested for the running export: {cancel:?}");
+    outln!("cancel requested for the running export: {cancel:?}");
 
     // 5. Wait for every job to finish.
     let ids: Vec<Uuid> = tracked.iter().map(|(_, id, _)| *id).collect();
@@ -307,16 +308,20 @@ pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
     let report = stopped.worker.context("the demo node runs a worker")?;
     let relayed = stopped.relays.first().copied();
 
-    println!(
+    outln!(
         "\n{:<40} {:<12} {:<10} {:>8}  {:<18} ok",
-        "job", "type", "state", "attempts", "last error"
+        "job",
+        "type",
+        "state",
+        "attempts",
+        "last error"
     );
     let mut unexpected = 0;
     for (label, id, expect) in &tracked {
         let status = jobwire_core::job_status(&pool, *id).await?;
         let ok = status.state == *expect;
         unexpected += usize::from(!ok);
-        println!(
+        outln!(
             "{:<40} {:<12} {:<10} {:>8}  {:<18} {}",
             label,
             status.job_type,
@@ -331,7 +336,7 @@ pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
         );
         debug_assert_eq!(finals[id].0, status.state);
     }
-    println!(
+    outln!(
         "\nworker: {} claims, {} succeeded, {} retries, {} failed, {} cancelled, {} fenced, {} completion statements",
         report.claimed,
         report.succeeded,
@@ -342,7 +347,7 @@ pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
         report.completion_batches
     );
     if let Some(relayed) = relayed {
-        println!(
+        outln!(
             "relay: {} wake-ups published in {} passes; worker: {} wake-ups received, {} stale or duplicate, {} garbage",
             relayed.published,
             relayed.passes,
@@ -354,7 +359,7 @@ pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
     if unexpected > 0 {
         bail!("{unexpected} jobs did not end as expected");
     }
-    println!("every job ended as expected");
+    outln!("every job ended as expected");
     if let Some(addr) = args.serve {
         serve_dashboard(&pool, addr, shutdown).await?;
     }
@@ -394,13 +399,13 @@ async fn serve_dashboard(
     jobwire_core::revoke_api_token(pool, VIEWER_TOKEN).await?;
     let token =
         jobwire_core::create_api_token(pool, VIEWER_TOKEN, jobwire_core::Scope::Read).await?;
-    println!("\ndashboard: http://{addr}/ui");
-    println!(
+    outln!("\ndashboard: http://{addr}/ui");
+    outln!(
         "read-only token (log in with it; shown once): {}",
         token.secret
     );
-    println!("(every demo run kept in this database shows, and a schedule the demo put)");
-    println!("serving until Ctrl-C");
+    outln!("(every demo run kept in this database shows, and a schedule the demo put)");
+    outln!("serving until Ctrl-C");
     server.run(shutdown).await?;
     Ok(())
 }
@@ -463,7 +468,7 @@ async fn ensure_database(database_url: &str) -> Result<()> {
         sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {quoted}")))
             .execute(&mut admin)
             .await?;
-        println!("created database {name}");
+        outln!("created database {name}");
     }
     admin.close().await?;
     Ok(())

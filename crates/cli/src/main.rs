@@ -18,6 +18,9 @@ use cmd::worker::{RunArgs, WorkerArgs};
 use sqlx::PgPool;
 use uuid::Uuid;
 
+#[macro_use]
+mod output;
+
 mod brokers;
 mod cmd;
 mod database;

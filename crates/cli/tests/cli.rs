@@ -853,6 +853,31 @@ async fn queues_are_listed_paused_and_resumed_from_the_command_line() {
     db.drop_database().await;
 }
 
+/// A reader that stops reading (`jobwire queue list | head -1`) ends the
+/// command quietly, with success: `println!` panicked on the broken pipe.
+#[tokio::test]
+async fn output_to_a_reader_that_has_gone_ends_quietly() {
+    let (db, pool) = migrated_database().await;
+    let enqueued = jobwire(&db.url, &["enqueue", "noop", "--queue", "imports"]);
+    assert!(enqueued.status.success(), "{}", stderr(&enqueued));
+    let mut child = Command::new(JOBWIRE)
+        .args(["queue", "list"])
+        .env("DATABASE_URL", &db.url)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The read end closes before the command has connected, so its first
+    // line already meets the broken pipe.
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    pool.close().await;
+    db.drop_database().await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stderr(&output), "", "said something on a broken pipe");
+}
+
 #[tokio::test]
 async fn retention_periods_are_set_from_the_command_line() {
     let (db, pool) = migrated_database().await;

@@ -220,7 +220,7 @@ pub(crate) async fn bench(pool: PgPool, args: BenchArgs) -> Result<()> {
         }
     })
     .await;
-    print!("{}", jobwire_bench::table(&environment, &reports));
+    out!("{}", jobwire_bench::table(&environment, &reports));
     write_files(&reports)?;
     for path in &paths {
         if let Some(transport) = &path.transport {

@@ -30,12 +30,19 @@ pub(crate) async fn bench_http(pool: PgPool, args: BenchHttpArgs) -> Result<()> 
     let comparisons =
         jobwire_bench::http_producer(&pool, &args.clients, args.jobs, args.rounds).await?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&comparisons)?);
+        outln!("{}", serde_json::to_string_pretty(&comparisons)?);
         return Ok(());
     }
-    println!(
+    outln!(
         "{:>7} {:>5} {:<9} {:>7} {:>8} {:>8} {:>8} {:>8}",
-        "clients", "round", "interface", "jobs", "seconds", "jobs/s", "p50 ms", "p99 ms"
+        "clients",
+        "round",
+        "interface",
+        "jobs",
+        "seconds",
+        "jobs/s",
+        "p50 ms",
+        "p99 ms"
     );
     for comparison in &comparisons {
         for (number, round) in comparison.rounds.iter().enumerate() {
@@ -45,7 +52,7 @@ pub(crate) async fn bench_http(pool: PgPool, args: BenchHttpArgs) -> Result<()> 
                 [&round.library, &round.http]
             };
             for run in runs {
-                println!(
+                outln!(
                     "{:>7} {:>5} {:<9} {:>7} {:>8.2} {:>8.0} {:>8.2} {:>8.2}",
                     run.clients,
                     number + 1,
@@ -57,9 +64,9 @@ pub(crate) async fn bench_http(pool: PgPool, args: BenchHttpArgs) -> Result<()> 
                     run.p99_ms
                 );
             }
-            println!("{:>13} http / library = {:.2}", "", round.http_over_library);
+            outln!("{:>13} http / library = {:.2}", "", round.http_over_library);
         }
-        println!(
+        outln!(
             "{:>7} median of {} rounds: library {:.0} jobs/s, http {:.0} jobs/s, http / library = {:.2}",
             comparison.clients,
             comparison.rounds.len(),
@@ -68,7 +75,7 @@ pub(crate) async fn bench_http(pool: PgPool, args: BenchHttpArgs) -> Result<()> 
             comparison.http_over_library
         );
     }
-    println!(
+    outln!(
         "\nsingle jobs enqueued as fast as the clients go, each client one at a time, through a pool of as many connections as clients, opened before the first round; http = POST /jobs to the API server in this process on a loopback port (a write token made for each run, revoked after); the interface that goes first alternates from round to round; no worker runs the jobs, which are deleted after each run"
     );
     Ok(())

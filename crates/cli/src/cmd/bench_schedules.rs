@@ -40,10 +40,10 @@ pub(crate) async fn bench_schedules(pool: PgPool, args: BenchSchedulesArgs) -> R
         );
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&runs)?);
+        outln!("{}", serde_json::to_string_pretty(&runs)?);
         return Ok(());
     }
-    println!(
+    outln!(
         "{:>9} {:>10} {:>8} {:>12} {:>9} {:>16} {:>12}",
         "schedules",
         "schedulers",
@@ -54,7 +54,7 @@ pub(crate) async fn bench_schedules(pool: PgPool, args: BenchSchedulesArgs) -> R
         "peak starts/s"
     );
     for run in runs {
-        println!(
+        outln!(
             "{:>9} {:>10} {:>7}s {:>12} {:>9.2} {:>16.0} {:>12}   (starts spread over {:.0} s)",
             run.schedules,
             run.schedulers,

@@ -6,14 +6,14 @@ use sqlx::PgPool;
 pub(crate) async fn dead_letters(pool: &PgPool, json: bool) -> Result<()> {
     let groups = jobwire_core::dead_letter_groups(pool).await?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&groups)?);
+        outln!("{}", serde_json::to_string_pretty(&groups)?);
         return Ok(());
     }
     if groups.is_empty() {
-        println!("no dead letters");
+        outln!("no dead letters");
     }
     for group in groups {
-        println!(
+        outln!(
             "{:>7}  {:<24} {:<24} last failed {}",
             group.jobs,
             group.job_type,
@@ -24,7 +24,7 @@ pub(crate) async fn dead_letters(pool: &PgPool, json: bool) -> Result<()> {
                 .unwrap_or_default()
         );
         if let Some(error) = group.sample_error.as_deref().and_then(first_line) {
-            println!("{:>7}  newest error: {error}", "");
+            outln!("{:>7}  newest error: {error}", "");
         }
     }
     Ok(())

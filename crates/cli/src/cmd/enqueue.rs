@@ -77,9 +77,9 @@ pub(crate) async fn enqueue(pool: &PgPool, args: EnqueueArgs) -> Result<()> {
     }
     let enqueued = jobwire_core::enqueue(pool, &job).await?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&enqueued)?);
+        outln!("{}", serde_json::to_string_pretty(&enqueued)?);
     } else {
-        println!("{}", enqueued.job_id);
+        outln!("{}", enqueued.job_id);
         if enqueued.duplicate {
             eprintln!("duplicate: a job with this dedup key already exists");
         }

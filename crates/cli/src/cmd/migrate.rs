@@ -7,7 +7,7 @@ use sqlx::PgPool;
 pub(crate) async fn migrate(pool: &PgPool) -> Result<()> {
     let before = jobwire_core::schema_state(pool).await?;
     jobwire_core::migrate(pool).await?;
-    println!("{}", outcome(&before));
+    outln!("{}", outcome(&before));
     Ok(())
 }
 

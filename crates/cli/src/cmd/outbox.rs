@@ -54,19 +54,22 @@ const TIME_FORMAT: &str = "%Y-%m-%d %H:%M:%SZ";
 async fn dead_letters(pool: &PgPool, json: bool) -> Result<()> {
     let groups = jobwire_core::outbox_dead_groups(pool).await?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&groups)?);
+        outln!("{}", serde_json::to_string_pretty(&groups)?);
         return Ok(());
     }
     if groups.is_empty() {
-        println!("no outbox dead letters");
+        outln!("no outbox dead letters");
         return Ok(());
     }
-    println!(
+    outln!(
         "{:>7}  {:<32} {:<20} {:<20} last error",
-        "rows", "topic", "first failed", "last failed"
+        "rows",
+        "topic",
+        "first failed",
+        "last failed"
     );
     for group in groups {
-        println!(
+        outln!(
             "{:>7}  {:<32} {:<20} {:<20} {}",
             group.count,
             group.topic,
@@ -114,7 +117,7 @@ async fn replay(pool: &PgPool, args: OutboxReplayArgs) -> Result<()> {
         }
     }
     let total = moved_back.len();
-    println!(
+    outln!(
         "{total} outbox {} moved back for publishing",
         if total == 1 { "row" } else { "rows" }
     );

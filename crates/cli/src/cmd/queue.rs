@@ -126,7 +126,7 @@ pub(crate) async fn queue(pool: &PgPool, command: QueueCommand) -> Result<()> {
                     queue: &queue,
                     limits: &limits,
                 };
-                println!("{}", serde_json::to_string_pretty(&named)?);
+                outln!("{}", serde_json::to_string_pretty(&named)?);
             } else {
                 print_limits(&queue, &limits);
             }
@@ -137,18 +137,19 @@ pub(crate) async fn queue(pool: &PgPool, command: QueueCommand) -> Result<()> {
 
 fn print_limits(queue: &str, limits: &jobwire_core::QueueLimits) {
     match limits.max_queued {
-        Some(n) => println!("queue {queue:?}: at most {n} job(s) waiting"),
-        None => println!("queue {queue:?}: no cap on waiting jobs"),
+        Some(n) => outln!("queue {queue:?}: at most {n} job(s) waiting"),
+        None => outln!("queue {queue:?}: no cap on waiting jobs"),
     }
     match limits.shed {
-        Some(shed) => println!(
+        Some(shed) => outln!(
             "queue {queue:?}: from {} waiting job(s) on, only jobs of priority {} or more urgent get in",
-            shed.depth, shed.priority
+            shed.depth,
+            shed.priority
         ),
-        None => println!("queue {queue:?}: sheds nothing"),
+        None => outln!("queue {queue:?}: sheds nothing"),
     }
     let defaults = &limits.tenant_defaults;
     if !defaults.is_empty() {
-        println!("queue {queue:?}: per-tenant limits: see `jobwire tenant list {queue}`");
+        outln!("queue {queue:?}: per-tenant limits: see `jobwire tenant list {queue}`");
     }
 }

@@ -10,19 +10,25 @@ use sqlx::PgPool;
 pub(crate) async fn list(pool: &PgPool, json: bool) -> Result<()> {
     let queues = jobwire_core::queue_overview(pool).await?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&queues)?);
+        outln!("{}", serde_json::to_string_pretty(&queues)?);
         return Ok(());
     }
     if queues.is_empty() {
-        println!("no queues: none is declared and no job is in the jobs table");
+        outln!("no queues: none is declared and no job is in the jobs table");
         return Ok(());
     }
-    println!(
+    outln!(
         "{:<24} {:<9} {:<6} {:>8} {:>8} {:>8} {:>8}  oldest waiting",
-        "queue", "dispatch", "paused", "queued", "running", "retrying", "failed"
+        "queue",
+        "dispatch",
+        "paused",
+        "queued",
+        "running",
+        "retrying",
+        "failed"
     );
     for queue in queues {
-        println!(
+        outln!(
             "{:<24} {:<9} {:<6} {:>8} {:>8} {:>8} {:>8}  {}",
             queue.queue,
             queue.dispatch,
@@ -46,10 +52,10 @@ pub(crate) async fn set_paused(pool: &PgPool, queue: &str, paused: bool) -> Resu
     let known = jobwire_core::queue_is_known(pool, queue).await?;
     if paused {
         jobwire_core::set_queue_paused(pool, queue, true).await?;
-        println!("queue {queue:?} paused: no job of it is claimed, on either path; enqueues go on");
+        outln!("queue {queue:?} paused: no job of it is claimed, on either path; enqueues go on");
     } else {
         let woken = jobwire_core::resume_queue(pool, queue).await?;
-        println!(
+        outln!(
             "queue {queue:?} resumed: its waiting jobs are woken now ({woken} broker wake-up(s) written)"
         );
     }

@@ -94,7 +94,7 @@ pub(crate) async fn relay(pool: PgPool, args: RelayArgs) -> Result<()> {
         .run(shutdown)
         .await?;
     for relayed in &report.relays {
-        println!("{}", serde_json::to_string(relayed)?);
+        outln!("{}", serde_json::to_string(relayed)?);
     }
     Ok(())
 }

@@ -43,7 +43,7 @@ pub(crate) struct ReplayArgs {
 pub(crate) async fn replay(pool: &PgPool, args: ReplayArgs) -> Result<()> {
     if let Some(job_id) = args.job_id {
         jobwire_core::replay_dead_job(pool, job_id, &args.actor, &args.reason).await?;
-        println!("{job_id}: replayed");
+        outln!("{job_id}: replayed");
         return Ok(());
     }
     if args.job_type.is_none() && args.error_code.is_none() {
@@ -64,7 +64,7 @@ pub(crate) async fn replay(pool: &PgPool, args: ReplayArgs) -> Result<()> {
         &args.reason,
     )
     .await?;
-    println!(
+    outln!(
         "{} {} replayed (failed until {})",
         replay.requeued,
         if replay.requeued == 1 { "job" } else { "jobs" },

@@ -82,16 +82,16 @@ pub(crate) async fn schedule(pool: &PgPool, command: ScheduleCommand) -> Result<
                     value["next_occurrences"] = serde_json::to_value(schedule.upcoming(3)?)?;
                     out.push(value);
                 }
-                println!("{}", serde_json::to_string_pretty(&out)?);
+                outln!("{}", serde_json::to_string_pretty(&out)?);
                 return Ok(());
             }
             if schedules.is_empty() {
-                println!("no schedules");
+                outln!("no schedules");
             }
             let now = jobwire_core::database_now(pool).await?;
             for schedule in &schedules {
                 print_schedule(schedule, now)?;
-                println!();
+                outln!();
             }
             Ok(())
         }
@@ -105,21 +105,21 @@ pub(crate) async fn schedule(pool: &PgPool, command: ScheduleCommand) -> Result<
             if !jobwire_core::set_schedule_paused(pool, &name, true).await? {
                 bail!("no schedule is called {name:?}");
             }
-            println!("schedule {name:?} paused");
+            outln!("schedule {name:?} paused");
             Ok(())
         }
         ScheduleCommand::Resume { name } => {
             if !jobwire_core::set_schedule_paused(pool, &name, false).await? {
                 bail!("no schedule is called {name:?}");
             }
-            println!("schedule {name:?} resumed");
+            outln!("schedule {name:?} resumed");
             Ok(())
         }
         ScheduleCommand::Rm { name } => {
             if !jobwire_core::delete_schedule(pool, &name).await? {
                 bail!("no schedule is called {name:?}");
             }
-            println!("schedule {name:?} removed (the jobs it created stay)");
+            outln!("schedule {name:?} removed (the jobs it created stay)");
             Ok(())
         }
     }
@@ -134,7 +134,7 @@ async fn put(pool: &PgPool, args: PutArgs) -> Result<()> {
         ..ScheduleSpec::new(&args.name, args.cron, args.timezone, job)
     };
     let created = jobwire_core::put_schedule(pool, &spec).await?;
-    println!(
+    outln!(
         "schedule {:?} {}",
         args.name,
         if created { "created" } else { "replaced" }
@@ -153,14 +153,14 @@ const OVERDUE_AFTER: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
 /// `now` is the database's clock, which the scheduler fires by.
 fn print_schedule(schedule: &Schedule, now: DateTime<Utc>) -> Result<()> {
     let zone: chrono_tz::Tz = schedule.timezone.parse().unwrap_or(chrono_tz::UTC);
-    println!(
+    outln!(
         "{}  {}  ({}){}",
         schedule.name,
         schedule.cron,
         schedule.timezone,
         if schedule.paused { "  PAUSED" } else { "" }
     );
-    println!(
+    outln!(
         "  job        {} on queue {} (priority {}, {} attempts), payload {}",
         schedule.job_type,
         schedule.queue,
@@ -168,13 +168,15 @@ fn print_schedule(schedule: &Schedule, now: DateTime<Utc>) -> Result<()> {
         schedule.max_attempts,
         schedule.payload
     );
-    println!(
+    outln!(
         "  jitter     {} s; missed runs: {} (catch-up cap {})",
-        schedule.jitter_seconds, schedule.missed, schedule.max_catch_up
+        schedule.jitter_seconds,
+        schedule.missed,
+        schedule.max_catch_up
     );
     match &schedule.last_fired_for {
-        Some(at) => println!("  last fired {}", at.to_rfc3339()),
-        None => println!("  last fired never"),
+        Some(at) => outln!("  last fired {}", at.to_rfc3339()),
+        None => outln!("  last fired never"),
     }
     for (i, at) in schedule.upcoming(3)?.into_iter().enumerate() {
         let late = now - at;
@@ -188,7 +190,7 @@ fn print_schedule(schedule: &Schedule, now: DateTime<Utc>) -> Result<()> {
             ),
             _ => "  OVERDUE".into(),
         };
-        println!(
+        outln!(
             "  next       {}  ({}){overdue}",
             at.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S %Z"),
             at.format("%Y-%m-%dT%H:%M:%SZ"),

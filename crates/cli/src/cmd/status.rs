@@ -9,7 +9,7 @@ use uuid::Uuid;
 pub(crate) async fn status(pool: &PgPool, job_id: Uuid, json: bool) -> Result<()> {
     let status = jobwire_core::job_status(pool, job_id).await?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&status)?);
+        outln!("{}", serde_json::to_string_pretty(&status)?);
     } else {
         let now = jobwire_core::database_now(pool).await?;
         print_status(&status, now);
@@ -21,25 +21,28 @@ pub(crate) async fn status(pool: &PgPool, job_id: Uuid, json: bool) -> Result<()
 fn print_status(status: &JobStatus, now: DateTime<Utc>) {
     let time =
         |at: Option<DateTime<Utc>>| at.map(|at| at.to_rfc3339()).unwrap_or_else(|| "-".into());
-    println!("job        {}", status.job_id);
-    println!(
+    outln!("job        {}", status.job_id);
+    outln!(
         "type       {} (queue {}, priority {})",
-        status.job_type, status.queue, status.priority
+        status.job_type,
+        status.queue,
+        status.priority
     );
     if let Some(tenant) = &status.tenant {
-        println!("tenant     {tenant}");
+        outln!("tenant     {tenant}");
     }
-    println!(
+    outln!(
         "state      {}{}",
         status.state,
         if status.archived { " (archived)" } else { "" }
     );
-    println!(
+    outln!(
         "attempts   {} of {}",
-        status.attempt_count, status.max_attempts
+        status.attempt_count,
+        status.max_attempts
     );
     if status.state.is_claimable() {
-        println!("next run   {}", status.run_after.to_rfc3339());
+        outln!("next run   {}", status.run_after.to_rfc3339());
     }
     if let Some(owner) = &status.lease_owner {
         // A lease past its expiry still names its owner until a sweeper
@@ -51,23 +54,23 @@ fn print_status(status: &JobStatus, now: DateTime<Utc>) {
             ),
             _ => String::new(),
         };
-        println!(
+        outln!(
             "lease      {owner}, generation {}, expires {}{lapsed}",
             status.lease_generation,
             time(status.lease_expires_at)
         );
-        println!("heartbeat  {}", time(status.heartbeat_at));
+        outln!("heartbeat  {}", time(status.heartbeat_at));
     }
     if let Some(code) = &status.last_error_code {
-        println!(
+        outln!(
             "last error {code}: {}",
             status.last_error.as_deref().unwrap_or("")
         );
     }
     if let (Some(schedule), Some(nominal)) = (&status.schedule_name, status.scheduled_for) {
-        println!("schedule   {schedule}, occurrence {}", nominal.to_rfc3339());
+        outln!("schedule   {schedule}, occurrence {}", nominal.to_rfc3339());
     }
-    println!("created    {}", status.created_at.to_rfc3339());
-    println!("finished   {}", time(status.finished_at));
-    println!("payload    {}", status.payload);
+    outln!("created    {}", status.created_at.to_rfc3339());
+    outln!("finished   {}", time(status.finished_at));
+    outln!("payload    {}", status.payload);
 }

@@ -154,46 +154,50 @@ pub(crate) async fn tenant(pool: &PgPool, command: TenantCommand) -> Result<()> 
             };
             if remove || max_running.is_some() {
                 match limits.max_running {
-                    Some(n) => println!("queue {queue:?}: {whom} runs at most {n} job(s) at once"),
-                    None => println!("{}", removed("cap on running jobs")),
+                    Some(n) => outln!("queue {queue:?}: {whom} runs at most {n} job(s) at once"),
+                    None => outln!("{}", removed("cap on running jobs")),
                 }
             }
             if remove || max_queued.is_some() {
                 match limits.max_queued {
-                    Some(n) => println!("queue {queue:?}: {whom} has at most {n} job(s) waiting"),
-                    None => println!("{}", removed("cap on waiting jobs")),
+                    Some(n) => outln!("queue {queue:?}: {whom} has at most {n} job(s) waiting"),
+                    None => outln!("{}", removed("cap on waiting jobs")),
                 }
             }
             if remove || enqueue_rate.is_some() {
                 match limits.enqueue_rate {
-                    Some(rate) => println!("queue {queue:?}: {whom} enqueues at most {rate}"),
-                    None => println!("{}", removed("enqueue rate")),
+                    Some(rate) => outln!("queue {queue:?}: {whom} enqueues at most {rate}"),
+                    None => outln!("{}", removed("enqueue rate")),
                 }
             }
         }
         TenantCommand::List { queue, json } => {
             let caps = jobwire_core::tenant_caps(pool, &queue).await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&caps)?);
+                outln!("{}", serde_json::to_string_pretty(&caps)?);
                 return Ok(());
             }
-            println!(
+            outln!(
                 "queue {queue:?} defaults for every tenant: {}",
                 describe(&caps.defaults)
             );
             if caps.tenants.is_empty() {
-                println!(
+                outln!(
                     "no tenant has an override or has run under a cap since the last sweep of idle tenants"
                 );
                 return Ok(());
             }
-            println!(
+            outln!(
                 "{:<32} {:>9} {:>8} {:>8} {:>8}  limits in force",
-                "tenant", "override", "cap", "running", "waiting"
+                "tenant",
+                "override",
+                "cap",
+                "running",
+                "waiting"
             );
             let show = |n: Option<i32>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
             for tenant in caps.tenants {
-                println!(
+                outln!(
                     "{:<32} {:>9} {:>8} {:>8} {:>8}  {}",
                     tenant.tenant,
                     show(tenant.override_max_running),

@@ -47,12 +47,12 @@ pub(crate) async fn token(pool: &PgPool, command: TokenCommand) -> Result<()> {
                 "token {:?} ({}{bound}) created; its secret is shown only now:",
                 created.token.name, created.token.scope
             );
-            println!("{}", created.secret);
+            outln!("{}", created.secret);
         }
         TokenCommand::List => {
             let tokens = jobwire_core::list_api_tokens(pool).await?;
             if tokens.is_empty() {
-                println!("no tokens");
+                outln!("no tokens");
             }
             for token in tokens {
                 let status = match token.revoked_at {
@@ -63,7 +63,7 @@ pub(crate) async fn token(pool: &PgPool, command: TokenCommand) -> Result<()> {
                     Some(tenant) => format!("  tenant {tenant:?}"),
                     None => String::new(),
                 };
-                println!(
+                outln!(
                     "{:<24} {:<6} {}  created {}  {status}{bound}",
                     token.name,
                     token.scope,
@@ -76,7 +76,7 @@ pub(crate) async fn token(pool: &PgPool, command: TokenCommand) -> Result<()> {
             if !jobwire_core::revoke_api_token(pool, &name).await? {
                 bail!("no live token is called {name:?}");
             }
-            println!("token {name:?} revoked");
+            outln!("token {name:?} revoked");
         }
     }
     Ok(())

@@ -233,6 +233,6 @@ pub(crate) async fn serve(
         node = node.closing(transport);
     }
     let report = node.with_worker(worker).run(shutdown).await?;
-    println!("{}", serde_json::to_string(&report)?);
+    outln!("{}", serde_json::to_string(&report)?);
     Ok(())
 }

@@ -187,9 +187,9 @@ pub(crate) async fn run(server_url: &str, args: FaultArgs) -> Result<()> {
     }
     let report = outcome?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", report.to_text());
+        out!("{}", report.to_text());
     }
     if !report.passed() {
         bail!("{} check(s) failed", report.failed_checks());
@@ -444,9 +444,9 @@ async fn recheck(server_url: &str, database: &str, args: &FaultArgs) -> Result<(
     .await?;
     let failed = checks.iter().filter(|check| !check.passed()).count();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&checks)?);
+        outln!("{}", serde_json::to_string_pretty(&checks)?);
     } else {
-        print!("{}", report::checks_table(&checks));
+        out!("{}", report::checks_table(&checks));
     }
     if failed > 0 {
         bail!("{failed} check(s) failed");
