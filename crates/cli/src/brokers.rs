@@ -54,7 +54,9 @@ impl BrokerKind {
 )]
 pub(crate) struct BrokerArgs {
     /// How wake-ups travel (default: `postgres` for `worker`, `memory` for
-    /// `run` and `demo`; `relay` needs a broker).
+    /// `run` and `demo`; `relay` needs a broker). Given to a worker, it also
+    /// declares its queues' path: `postgres` moves a broker-dispatched
+    /// queue back to the PostgreSQL path.
     #[arg(long = "transport", value_enum)]
     pub(crate) kind: Option<BrokerKind>,
     /// RabbitMQ URL.
@@ -152,6 +154,23 @@ pub(crate) fn topic_for(queue: &str) -> String {
     format!("jobwire-{safe}")
 }
 
+/// A worker left on its default path (no `--transport`) serves no queue
+/// that is dispatched through a broker: say how to serve it, or how to
+/// bring it back (a `jobwire run`, whose in-process transport is the
+/// default, leaves its queues broker-dispatched when it ends).
+pub(crate) async fn refuse_broker_queues(pool: &sqlx::PgPool, queues: &[String]) -> Result<()> {
+    for queue in queues {
+        if let Dispatch::Broker { topic } = jobwire_core::queue_dispatch(pool, queue).await? {
+            bail!(
+                "queue {queue} is dispatched through a broker (topic {topic}): start the worker with \
+                 that broker's --transport (rabbitmq, sqs or kafka), or with --transport postgres to \
+                 move the queue back to the PostgreSQL path"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Make every queue in `queues` dispatched as `kind` says: through the broker
 /// on [`topic_for`] (unless it already has a broker topic), or the
 /// PostgreSQL path. Logged, because it changes where new wake-ups go.
@@ -170,7 +189,12 @@ pub(crate) async fn declare_dispatch(
             },
         };
         if wanted != current {
-            tracing::info!(%queue, ?wanted, "queue dispatch changed");
+            tracing::info!(%queue, was = %current, now = %wanted, "queue dispatch changed");
+        }
+        // Declared again even when unchanged on the PostgreSQL path: that
+        // gives back any tenant slot still handed to a waiting job (see
+        // `set_queue_dispatch`).
+        if wanted != current || wanted == Dispatch::Postgres {
             jobwire_core::set_queue_dispatch(pool, queue, &wanted).await?;
         }
     }

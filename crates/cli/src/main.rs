@@ -86,6 +86,11 @@ enum Command {
     Replay(ReplayArgs),
     /// Run a worker with the built-in handlers until Ctrl-C / SIGTERM: the
     /// PostgreSQL path, or wake-ups from a broker with --transport.
+    ///
+    /// The built-in job types: `noop`; `sleep` with `{"ms": N}`; `fail_times`
+    /// with `{"times": N}` (fails its first N attempts, then succeeds);
+    /// `always_fail`; `fail_fatal`; `panic`; `record_run` (for `jobwire
+    /// faults`, which creates the table it writes to).
     Worker(WorkerArgs),
     /// Everything in one process until Ctrl-C / SIGTERM: relay (for a broker
     /// transport), worker, sweeper, reconciler; an empty database gets the

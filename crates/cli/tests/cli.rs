@@ -853,6 +853,60 @@ async fn queues_are_listed_paused_and_resumed_from_the_command_line() {
     db.drop_database().await;
 }
 
+/// A queue left broker-dispatched (as `jobwire run`, whose in-process
+/// transport is its default, leaves its queues) is refused by a worker on
+/// the default path, with how to serve it or bring it back; `--transport
+/// postgres` brings it back and runs its waiting job.
+#[tokio::test]
+async fn a_broker_dispatched_queue_is_brought_back_with_transport_postgres() {
+    let (db, pool) = migrated_database().await;
+    jobwire_core::set_queue_dispatch(
+        &pool,
+        "imports",
+        &jobwire_core::Dispatch::Broker {
+            topic: "jobwire-imports".into(),
+        },
+    )
+    .await
+    .unwrap();
+    let enqueue = jobwire(&db.url, &["enqueue", "noop", "--queue", "imports"]);
+    assert!(enqueue.status.success(), "{}", stderr(&enqueue));
+    let job_id: Uuid = stdout(&enqueue).trim().parse().unwrap();
+
+    let refused = refused(&db.url, &["worker", "--queue", "imports=1"]).await;
+    assert!(!refused.status.success());
+    assert_says(
+        &stderr(&refused),
+        "dispatched through a broker (topic jobwire-imports)",
+    );
+    assert_says(&stderr(&refused), "--transport postgres");
+    let still = jobwire_core::queue_dispatch(&pool, "imports")
+        .await
+        .unwrap();
+    assert!(
+        matches!(still, jobwire_core::Dispatch::Broker { .. }),
+        "{still:?}"
+    );
+
+    let _worker = Command::new(JOBWIRE)
+        .args(["worker", "--queue", "imports=1", "--transport", "postgres"])
+        .env("DATABASE_URL", &db.url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map(StopOnDrop)
+        .unwrap();
+    let finished = wait_for_all_finished(&pool, &[job_id], Duration::from_secs(60)).await;
+    let now = jobwire_core::queue_dispatch(&pool, "imports")
+        .await
+        .unwrap();
+    drop(_worker);
+    pool.close().await;
+    db.drop_database().await;
+    finished.unwrap();
+    assert_eq!(now, jobwire_core::Dispatch::Postgres);
+}
+
 /// A reader that stops reading (`jobwire queue list | head -1`) ends the
 /// command quietly, with success: `println!` panicked on the broken pipe.
 #[tokio::test]
@@ -1045,8 +1099,14 @@ async fn a_schedule_nothing_fires_is_shown_as_overdue() {
 /// process's output once it has exited. Were the setting taken, `run` would
 /// serve until stopped: it gets 30 s.
 async fn run_refused(url: &str, args: &[&str]) -> Output {
+    let run: Vec<&str> = std::iter::once("run").chain(args.iter().copied()).collect();
+    refused(url, &run).await
+}
+
+/// A long-running command (`run`, `worker`) that must refuse to start:
+/// waited for with a bound, killed past it.
+async fn refused(url: &str, args: &[&str]) -> Output {
     let mut refused = Command::new(JOBWIRE)
-        .arg("run")
         .args(args)
         .env("DATABASE_URL", url)
         .env("RUST_LOG", "warn")
@@ -1054,7 +1114,7 @@ async fn run_refused(url: &str, args: &[&str]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let what = format!("`run {args:?}` was not refused");
+    let what = format!("`{args:?}` was not refused");
     wait_for_exit(&mut refused, Duration::from_secs(30), &what).await;
     refused.wait_with_output().unwrap()
 }

@@ -229,7 +229,12 @@ impl Worker {
             config.runtime.clone(),
             self.stats.clone(),
         );
-        tracing::info!(worker_id = runtime.worker_id(), queues = ?dispatches, "worker started");
+        let serving = dispatches
+            .iter()
+            .map(|(queue, dispatch)| format!("{}={} ({dispatch})", queue.name, queue.concurrency))
+            .collect::<Vec<_>>()
+            .join(", ");
+        tracing::info!(worker_id = runtime.worker_id(), queues = %serving, "worker started");
 
         let stop_fetching = shutdown.child_token();
         let wake_ups: HashMap<String, Arc<Notify>> = dispatches

@@ -469,6 +469,16 @@ pub enum Dispatch {
     },
 }
 
+/// As logs and messages name it: `postgres`, or `broker (topic T)`.
+impl std::fmt::Display for Dispatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Dispatch::Postgres => f.write_str("postgres"),
+            Dispatch::Broker { topic } => write!(f, "broker (topic {topic})"),
+        }
+    }
+}
+
 /// The public view of one job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct JobStatus {

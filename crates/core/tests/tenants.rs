@@ -535,6 +535,48 @@ async fn a_broker_completion_hands_each_freed_slot_to_the_next_job(pool: PgPool)
     assert_eq!(next.missed, vec![(ids[5], jobwire_core::ClaimMiss::Capped)]);
 }
 
+/// A broker queue moved to the PostgreSQL path gives back the slots its
+/// waiting jobs were handed (the PostgreSQL path's claim takes only jobs
+/// without a slot); a running job keeps its own.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_queue_moved_to_the_postgres_path_gives_back_slots_handed_to_waiting_jobs(pool: PgPool) {
+    capped_broker_queue(&pool, 2).await;
+    let ids = enqueue_for(&pool, "b", "acme", 4).await;
+    let running = wake_up_claim(&pool, &ids[..2]).await.claimed;
+    assert_eq!(running.len(), 2);
+    // The first finishes: its slot is handed to the third job.
+    finish_all_in_one_call(&pool, "c", &[running[0].lease]).await;
+    let handed: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT job_id FROM jobs WHERE state = 'QUEUED' AND tenant_slot IS NOT NULL",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(handed, vec![ids[2]]);
+
+    jobwire_core::set_queue_dispatch(&pool, "b", &Dispatch::Postgres)
+        .await
+        .unwrap();
+
+    // Only the running job still holds a slot, and names it.
+    let holders: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT job_id FROM job_tenant_slots WHERE queue = 'b' AND job_id IS NOT NULL",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(holders, vec![running[1].lease.job_id]);
+    assert_eq!(jobs_naming_a_slot(&pool).await, 1);
+    // The PostgreSQL path's claim takes the job that was handed the slot,
+    // and no more than the cap allows.
+    let claimed = jobwire_core::claim_batch(&pool, "b", "w", 10, LEASE)
+        .await
+        .unwrap();
+    let claimed: Vec<Uuid> = claimed.iter().map(|job| job.lease.job_id).collect();
+    assert_eq!(claimed, vec![ids[2]]);
+    assert_eq!(held_slots(&pool, "b").await, 2);
+}
+
 /// Waits until some session of this test's database waits for a lock.
 async fn until_a_session_waits_for_a_lock(pool: &PgPool) {
     for _ in 0..1000 {

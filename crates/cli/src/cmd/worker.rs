@@ -161,8 +161,11 @@ pub(crate) async fn serve(
         .map(|spec| parse_queue(spec))
         .collect::<Result<_>>()?;
     let names: Vec<String> = queues.iter().map(|queue| queue.name.clone()).collect();
-    if kind != brokers::BrokerKind::Postgres {
+    if args.broker.kind.is_some() || kind != brokers::BrokerKind::Postgres {
+        // Chosen: the queues go (or come back) to that path.
         brokers::declare_dispatch(&pool, kind, &names).await?;
+    } else {
+        brokers::refuse_broker_queues(&pool, &names).await?;
     }
     let transport = args.broker.transport(kind).await?;
 

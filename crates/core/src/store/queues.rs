@@ -6,7 +6,9 @@ use super::tenants::argument;
 use crate::{Dispatch, Result};
 
 /// Declare how `queue` is dispatched. Takes effect for every job that becomes
-/// claimable afterwards.
+/// claimable afterwards. Declaring the PostgreSQL path (again or anew) gives
+/// back the tenant slots a broker completion handed to the queue's waiting
+/// jobs, which only the broker path's claim takes.
 pub async fn set_queue_dispatch<'c, E: PgExecutor<'c>>(
     executor: E,
     queue: &str,
