@@ -35,6 +35,11 @@ pub(crate) async fn connect(
     application_name: &str,
 ) -> Result<PgPool> {
     let shown = redact(url);
+    // The driver reads any scheme's URL as PostgreSQL's (a `mysql://` URL
+    // reached the PostgreSQL server on its port).
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        bail!("{shown} is not a PostgreSQL URL: it must start with postgres:// or postgresql://");
+    }
     let mut options: PgConnectOptions = url
         .parse()
         .with_context(|| format!("invalid database URL {shown}"))?;

@@ -264,7 +264,7 @@ async fn the_cli_enqueues_reports_and_cancels() {
 async fn bad_command_line_input_gets_a_clear_error_and_writes_nothing() {
     let db = FreshDatabase::create().await;
     assert!(jobwire(&db.url, &["migrate"]).status.success());
-    let cases: [(&[&str], &str); 13] = [
+    let cases: [(&[&str], &str); 17] = [
         (
             &["serve", "--metrics-interval-ms", "20000"],
             "20000 is not in 1..=10000",
@@ -328,6 +328,30 @@ async fn bad_command_line_input_gets_a_clear_error_and_writes_nothing() {
             &["enqueue", "noop", "--tenant", "acme", "--queue", " "],
             "queue",
         ),
+        // A group replay that matches nothing says so and fails, as an
+        // outbox replay does; so do bounds no job can fall within.
+        (
+            &["replay", "--job-type", "nosuch"],
+            "no dead letter matches --job-type/--error-code",
+        ),
+        (
+            &[
+                "replay",
+                "--job-type",
+                "report",
+                "--since",
+                "2030-01-01T00:00:00Z",
+                "--until",
+                "2020-01-01T00:00:00Z",
+            ],
+            "is after --until",
+        ),
+        (
+            &["replay", "--job-type", "report", "--limit", "0"],
+            "0 is not in 1..",
+        ),
+        // Refused once, before the worker starts or declares anything.
+        (&["worker", "--lease-ms", "0"], "at least 300 ms, got 0 ms"),
     ];
     for (args, message) in cases {
         let output = jobwire(&db.url, args);
@@ -350,6 +374,18 @@ async fn bad_command_line_input_gets_a_clear_error_and_writes_nothing() {
         .unwrap();
     assert_eq!(schedules, 0);
     pool.close().await;
+
+    let worker = jobwire(&db.url, &["worker", "--lease-ms", "0"]);
+    assert_eq!(
+        stderr(&worker).matches("300 ms").count(),
+        1,
+        "{}",
+        stderr(&worker)
+    );
+
+    let not_postgres = jobwire("mysql://root@127.0.0.1:5432/none", &["migrate"]);
+    assert!(!not_postgres.status.success());
+    assert_says(&stderr(&not_postgres), "is not a PostgreSQL URL");
 
     let unreachable = jobwire("postgres://postgres@127.0.0.1:1/none", &["migrate"]);
     assert!(!unreachable.status.success());

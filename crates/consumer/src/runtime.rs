@@ -69,8 +69,8 @@ impl RuntimeConfig {
         }
         if self.lease < Duration::from_millis(300) {
             return Err(format!(
-                "lease must be at least 300 ms, got {:?}",
-                self.lease
+                "lease must be at least 300 ms, got {} ms",
+                self.lease.as_millis()
             ));
         }
         if self.completion_batch_size == 0 {
@@ -78,9 +78,9 @@ impl RuntimeConfig {
         }
         if self.completion_linger > Self::MAX_COMPLETION_LINGER {
             return Err(format!(
-                "completion_linger must be at most {:?}, got {:?}",
-                Self::MAX_COMPLETION_LINGER,
-                self.completion_linger
+                "completion_linger must be at most {} ms, got {} ms",
+                Self::MAX_COMPLETION_LINGER.as_millis(),
+                self.completion_linger.as_millis()
             ));
         }
         Ok(())

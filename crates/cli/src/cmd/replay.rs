@@ -30,7 +30,7 @@ pub(crate) struct ReplayArgs {
     #[arg(long, value_parser = super::time_arg::rfc3339_time)]
     until: Option<DateTime<Utc>>,
     /// Most jobs a group replay requeues (default: every match).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(i64).range(1..))]
     limit: Option<i64>,
     /// Who is replaying (recorded in job_audit).
     #[arg(long, env = "USER", default_value = "operator")]
@@ -49,6 +49,11 @@ pub(crate) async fn replay(pool: &PgPool, args: ReplayArgs) -> Result<()> {
     if args.job_type.is_none() && args.error_code.is_none() {
         bail!("name a job id, or a group with --job-type and/or --error-code");
     }
+    if let (Some(since), Some(until)) = (args.since, args.until)
+        && since > until
+    {
+        bail!("--since ({since}) is after --until ({until}): no job can match");
+    }
     let filter = ReplayFilter {
         job_type: args.job_type,
         error_code: args.error_code,
@@ -64,6 +69,14 @@ pub(crate) async fn replay(pool: &PgPool, args: ReplayArgs) -> Result<()> {
         &args.reason,
     )
     .await?;
+    if replay.requeued == 0 {
+        // As `outbox replay`: a group that matches nothing is most often a
+        // mistyped type or code, and a script should hear of it.
+        bail!(
+            "no dead letter matches --job-type/--error-code (failed until {}): nothing replayed; `jobwire dead-letters` lists the groups",
+            replay.until.to_rfc3339()
+        );
+    }
     outln!(
         "{} {} replayed (failed until {})",
         replay.requeued,

@@ -161,13 +161,6 @@ pub(crate) async fn serve(
         .map(|spec| parse_queue(spec))
         .collect::<Result<_>>()?;
     let names: Vec<String> = queues.iter().map(|queue| queue.name.clone()).collect();
-    if args.broker.kind.is_some() || kind != brokers::BrokerKind::Postgres {
-        // Chosen: the queues go (or come back) to that path.
-        brokers::declare_dispatch(&pool, kind, &names).await?;
-    } else {
-        brokers::refuse_broker_queues(&pool, &names).await?;
-    }
-    let transport = args.broker.transport(kind).await?;
 
     let mut registry = HandlerRegistry::new();
     jobwire_consumer::builtin::register_builtin_handlers(
@@ -214,6 +207,17 @@ pub(crate) async fn serve(
         }),
         scheduler: (!args.no_scheduler).then(SchedulerConfig::default),
     };
+    // Refused here, once, and before anything is written, rather than by
+    // the running node (which logs the failed part and the stop before the
+    // error is printed).
+    config.validate()?;
+    if args.broker.kind.is_some() || kind != brokers::BrokerKind::Postgres {
+        // Chosen: the queues go (or come back) to that path.
+        brokers::declare_dispatch(&pool, kind, &names).await?;
+    } else {
+        brokers::refuse_broker_queues(&pool, &names).await?;
+    }
+    let transport = args.broker.transport(kind).await?;
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     let mut worker = Worker::new(pool.clone(), registry, config);
