@@ -188,7 +188,11 @@ pub(crate) async fn declare_dispatch(
                 topic: topic_for(queue),
             },
         };
-        if wanted != current {
+        if wanted == Dispatch::Postgres && wanted != current {
+            // Warned: a worker started with `--transport postgres` by habit
+            // takes the queue away from its broker workers.
+            tracing::warn!(%queue, was = %current, now = %wanted, "queue dispatch changed");
+        } else if wanted != current {
             tracing::info!(%queue, was = %current, now = %wanted, "queue dispatch changed");
         }
         // Declared again even when unchanged on the PostgreSQL path: that

@@ -35,11 +35,7 @@ pub(crate) async fn connect(
     application_name: &str,
 ) -> Result<PgPool> {
     let shown = redact(url);
-    // The driver reads any scheme's URL as PostgreSQL's (a `mysql://` URL
-    // reached the PostgreSQL server on its port).
-    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-        bail!("{shown} is not a PostgreSQL URL: it must start with postgres:// or postgresql://");
-    }
+    require_postgres_url(url)?;
     let mut options: PgConnectOptions = url
         .parse()
         .with_context(|| format!("invalid database URL {shown}"))?;
@@ -147,6 +143,21 @@ pub(crate) fn explain(err: anyhow::Error) -> anyhow::Error {
             .context("the database has no jobwire schema (or an old one): run `jobwire migrate`");
     }
     err
+}
+
+/// The driver reads any scheme's URL as PostgreSQL's (a `mysql://` URL
+/// reached the PostgreSQL server on its port): refuse any other scheme.
+pub(crate) fn require_postgres_url(url: &str) -> Result<()> {
+    let scheme = url
+        .split_once("://")
+        .map(|(scheme, _)| scheme.to_ascii_lowercase());
+    if !matches!(scheme.as_deref(), Some("postgres" | "postgresql")) {
+        bail!(
+            "{} is not a PostgreSQL URL: it must start with postgres:// or postgresql://",
+            redact(url)
+        );
+    }
+    Ok(())
 }
 
 /// The URL without its password, for error messages.

@@ -130,6 +130,7 @@ fn demo_jobs(run: &str) -> Vec<DemoJob> {
 }
 
 pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
+    crate::database::require_postgres_url(database_url)?;
     ensure_database(database_url).await?;
     let pool = PgPoolOptions::new()
         .max_connections(8)

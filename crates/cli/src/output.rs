@@ -1,10 +1,12 @@
 //! Standard output that a reader may stop reading. `println!` panics when
 //! the reader has gone (`jobwire schedule list | head -1` closes the pipe
-//! after one line); these end the command quietly instead, as a shell
-//! pipeline expects.
+//! after one line); these drop the rest of the output instead, and the
+//! command ends as it would have (its exit status, flushing its traces), as
+//! a shell pipeline expects.
 
 use std::fmt;
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// `println!` for the command's output.
 macro_rules! outln {
@@ -23,16 +25,22 @@ macro_rules! out {
     };
 }
 
-/// Write to standard output. The reader gone (a broken pipe): exit at once
-/// with success, printing nothing more, as `head` expects of what it reads.
-/// Any other failure (a full disk under a redirect): say so and exit 1.
+/// Set once a write found the reader gone: nothing more is written.
+static READER_GONE: AtomicBool = AtomicBool::new(false);
+
+/// Write to standard output. The reader gone (a broken pipe): this and every
+/// later write are dropped. Any other failure (a full disk under a
+/// redirect): said on standard error, once, and later writes dropped too;
+/// the command's own result stands either way.
 pub(crate) fn write(args: fmt::Arguments<'_>) {
+    if READER_GONE.load(Ordering::Relaxed) {
+        return;
+    }
     let mut stdout = io::stdout().lock();
     if let Err(err) = stdout.write_fmt(args) {
-        if err.kind() == io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
+        READER_GONE.store(true, Ordering::Relaxed);
+        if err.kind() != io::ErrorKind::BrokenPipe {
+            eprintln!("jobwire: cannot write to standard output: {err}");
         }
-        eprintln!("jobwire: cannot write to standard output: {err}");
-        std::process::exit(1);
     }
 }

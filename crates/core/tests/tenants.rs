@@ -577,6 +577,71 @@ async fn a_queue_moved_to_the_postgres_path_gives_back_slots_handed_to_waiting_j
     assert_eq!(held_slots(&pool, "b").await, 2);
 }
 
+/// A hand-over that lands after its queue was moved to the PostgreSQL path
+/// (a completion or a producer's transaction that began before the move)
+/// leaves a waiting job holding a slot; the reconciler's pass gives it
+/// back, and only such slots.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn the_reconciler_gives_back_a_slot_handed_after_the_move_to_postgres(pool: PgPool) {
+    capped_broker_queue(&pool, 2).await;
+    let ids = enqueue_for(&pool, "b", "acme", 4).await;
+    let running = wake_up_claim(&pool, &ids[..2]).await.claimed;
+    // The queue is moved first (as committed before the late hand-over)...
+    sqlx::query("UPDATE job_queues SET dispatch = 'postgres', topic = NULL WHERE queue = 'b'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    // ...then a completion hands a slot on as the broker path does: the
+    // third job holds it, waiting.
+    sqlx::query("UPDATE job_tenant_slots SET job_id = $1 WHERE queue = 'b' AND job_id = $2")
+        .bind(ids[2])
+        .bind(running[0].lease.job_id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query(
+        "UPDATE jobs SET state = 'SUCCEEDED', finished_at = now(), lease_owner = NULL,
+                         lease_expires_at = NULL, tenant_slot = NULL WHERE job_id = $1",
+    )
+    .bind(running[0].lease.job_id)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let slot_of_third: i32 =
+        sqlx::query_scalar("SELECT slot FROM job_tenant_slots WHERE job_id = $1")
+            .bind(ids[2])
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    sqlx::query("UPDATE jobs SET tenant_slot = $2 WHERE job_id = $1")
+        .bind(ids[2])
+        .bind(slot_of_third)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let before = jobwire_core::claim_batch(&pool, "b", "w", 10, LEASE)
+        .await
+        .unwrap();
+
+    let released = jobwire_core::release_handed_slots(&pool).await.unwrap();
+    let after: Vec<Uuid> = jobwire_core::claim_batch(&pool, "b", "w", 10, LEASE)
+        .await
+        .unwrap()
+        .iter()
+        .map(|job| job.lease.job_id)
+        .collect();
+    assert!(before.is_empty(), "claimed before: {before:?}");
+    assert_eq!(released, 1);
+    assert_eq!(after, vec![ids[2]]);
+    // The running job's slot was never touched: two held, as the cap says.
+    assert_eq!(held_slots(&pool, "b").await, 2);
+    assert_eq!(
+        jobwire_core::release_handed_slots(&pool).await.unwrap(),
+        0,
+        "a second pass found more"
+    );
+}
+
 /// Waits until some session of this test's database waits for a lock.
 async fn until_a_session_waits_for_a_lock(pool: &PgPool) {
     for _ in 0..1000 {

@@ -54,10 +54,13 @@ impl FlakyProxy {
                     let Ok(mut server) = TcpStream::connect(&upstream).await else {
                         return;
                     };
+                    // Biased: once stalled, not one more byte is copied, even
+                    // with some ready to go.
                     let stall = tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => false,
-                        _ = token.cancelled() => false,
+                        biased;
                         _ = stalled.cancelled() => true,
+                        _ = token.cancelled() => false,
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => false,
                     };
                     if stall {
                         // Both sockets stay open and nothing is copied until

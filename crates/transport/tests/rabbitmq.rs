@@ -289,3 +289,37 @@ async fn a_connection_kept_by_a_hold_that_stalls_is_replaced_by_the_next_receive
     assert_eq!(payloads(&received), vec!["after the stall"]);
     closed.expect("closing hung").unwrap();
 }
+
+/// Closing a consumer whose network died, live or held (its connection
+/// kept), waits for no answer past the transport's timeout.
+#[tokio::test]
+async fn closing_a_stalled_consumer_live_or_held_returns_within_its_timeout() {
+    use jobwire_transport::SubscribeOptions;
+
+    let proxy = FlakyProxy::start("127.0.0.1:5672", true).await.unwrap();
+    let direct = RabbitTarget.transport().await;
+    let topic = RabbitTarget.topic("close_stalled");
+    let transport = RabbitTransport::new(via(&proxy));
+    let options = SubscribeOptions::default();
+    let mut live = transport.subscribe(&topic, &options).await.unwrap();
+    let mut held = transport.subscribe(&topic, &options).await.unwrap();
+    // Both connected (a receive connects); the second holds, its channel
+    // closed and its connection kept.
+    let live_nothing = live.receive(1, Duration::from_millis(100)).await;
+    let held_nothing = held.receive(1, Duration::from_millis(100)).await;
+    held.hold(Duration::from_millis(10)).await.unwrap();
+    proxy.stall_live();
+
+    let live_closed = tokio::time::timeout(NOT_HUNG, live.close()).await;
+    let held_closed = tokio::time::timeout(NOT_HUNG, held.close()).await;
+    drop(proxy);
+    let _ = direct.delete_topic(&topic).await;
+    assert!(live_nothing.unwrap().is_empty());
+    assert!(held_nothing.unwrap().is_empty());
+    live_closed
+        .expect("closing the live consumer hung")
+        .unwrap();
+    held_closed
+        .expect("closing the held consumer hung")
+        .unwrap();
+}

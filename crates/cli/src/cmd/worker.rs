@@ -207,9 +207,9 @@ pub(crate) async fn serve(
         }),
         scheduler: (!args.no_scheduler).then(SchedulerConfig::default),
     };
-    // Refused here, once, and before anything is written, rather than by
-    // the running node (which logs the failed part and the stop before the
-    // error is printed).
+    // Refused here, once, and before the queues' dispatch is declared,
+    // rather than by the running node (which logs the failed part and the
+    // stop before the error is printed).
     config.validate()?;
     if args.broker.kind.is_some() || kind != brokers::BrokerKind::Postgres {
         // Chosen: the queues go (or come back) to that path.

@@ -163,6 +163,7 @@ impl FaultArgs {
 
 /// `jobwire faults`: fails (exit status 1) when any check fails.
 pub(crate) async fn run(server_url: &str, args: FaultArgs) -> Result<()> {
+    crate::database::require_postgres_url(server_url)?;
     if let Some(database) = &args.recheck {
         return recheck(server_url, database, &args).await;
     }

@@ -72,6 +72,15 @@ impl Reconciler {
         // while the tenant ran nothing), or such a job of a tenant with no
         // slot rows (forgotten as idle): hand it a slot now. Not a lost
         // wake-up, so not held back by the outbox lag.
+        // A slot a broker hand-over left with a waiting job of a queue since
+        // moved to the PostgreSQL path, whose claim never takes such a job.
+        let released = jobwire_core::release_handed_slots(&self.pool).await?;
+        if released > 0 {
+            tracing::warn!(
+                slots = released,
+                "gave back tenant slots held by waiting jobs of queues on the PostgreSQL path"
+            );
+        }
         let handed = jobwire_core::hand_out_free_tenant_slots(&self.pool).await?;
         if handed > 0 {
             tracing::info!(jobs = handed, "handed free tenant slots to waiting jobs");

@@ -158,6 +158,17 @@ pub async fn hand_out_free_tenant_slots<'c, E: sqlx::PgExecutor<'c>>(executor: E
     Ok(u64::try_from(handed).unwrap_or(0))
 }
 
+/// Give back the tenant slots held by waiting jobs of every queue on the
+/// PostgreSQL path, whose claim never takes such a job (a broker hand-over
+/// that landed after its queue was moved to that path); the reconciler's
+/// pass. Returns how many slots were given back.
+pub async fn release_handed_slots<'c, E: sqlx::PgExecutor<'c>>(executor: E) -> Result<u64> {
+    let released: i32 = sqlx::query_scalar(include_str!("../../sql/release_handed_slots.sql"))
+        .fetch_one(executor)
+        .await?;
+    Ok(u64::try_from(released).unwrap_or(0))
+}
+
 /// Tenants whose slot rows are deleted in one transaction of the sweep:
 /// claims of the queue wait while it runs, so it stays short.
 const FORGET_TENANTS_PER_STATEMENT: usize = 25;
