@@ -150,7 +150,9 @@ async fn main() -> Result<()> {
     let telemetry = telemetry::init(default_filter)?;
     let result = dispatch(cli).await;
     telemetry.shutdown();
-    result
+    // A command that failed says so first; one that did not fails if its
+    // output was lost.
+    result.and_then(|()| output::finish())
 }
 
 async fn dispatch(cli: Cli) -> Result<()> {

@@ -2,7 +2,7 @@
 //! the reader has gone (`jobwire schedule list | head -1` closes the pipe
 //! after one line); these drop the rest of the output instead, and the
 //! command ends as it would have (its exit status, flushing its traces), as
-//! a shell pipeline expects.
+//! a shell pipeline expects. Output lost any other way fails the command.
 
 use std::fmt;
 use std::io::{self, Write};
@@ -27,20 +27,45 @@ macro_rules! out {
 
 /// Set once a write found the reader gone: nothing more is written.
 static READER_GONE: AtomicBool = AtomicBool::new(false);
+/// Set once a write failed for another reason: the command then fails.
+static WRITE_FAILED: AtomicBool = AtomicBool::new(false);
 
 /// Write to standard output. The reader gone (a broken pipe): this and every
-/// later write are dropped. Any other failure (a full disk under a
-/// redirect): said on standard error, once, and later writes dropped too;
-/// the command's own result stands either way.
+/// later write are dropped, and the command ends with its own result. Any
+/// other failure (a full disk under a redirect): said on standard error,
+/// later writes dropped, and the command fails ([`finish`]): what it
+/// printed (a token's only copy, an id a script reads) is lost.
 pub(crate) fn write(args: fmt::Arguments<'_>) {
-    if READER_GONE.load(Ordering::Relaxed) {
+    if READER_GONE.load(Ordering::Relaxed) || WRITE_FAILED.load(Ordering::Relaxed) {
         return;
     }
     let mut stdout = io::stdout().lock();
     if let Err(err) = stdout.write_fmt(args) {
+        note(&err);
+    }
+}
+
+/// After the command: flush what is still buffered (a last line without
+/// its newline), and fail if any output was lost other than to a reader
+/// that had gone.
+pub(crate) fn finish() -> anyhow::Result<()> {
+    if !READER_GONE.load(Ordering::Relaxed)
+        && !WRITE_FAILED.load(Ordering::Relaxed)
+        && let Err(err) = io::stdout().lock().flush()
+    {
+        note(&err);
+    }
+    if WRITE_FAILED.load(Ordering::Relaxed) {
+        anyhow::bail!("the command's output could not be written in full");
+    }
+    Ok(())
+}
+
+fn note(err: &io::Error) {
+    if err.kind() == io::ErrorKind::BrokenPipe {
         READER_GONE.store(true, Ordering::Relaxed);
-        if err.kind() != io::ErrorKind::BrokenPipe {
-            eprintln!("jobwire: cannot write to standard output: {err}");
-        }
+    } else {
+        WRITE_FAILED.store(true, Ordering::Relaxed);
+        eprintln!("jobwire: cannot write to standard output: {err}");
     }
 }

@@ -946,6 +946,7 @@ async fn a_broker_dispatched_queue_is_brought_back_with_transport_postgres() {
 
 /// A reader that stops reading (`jobwire queue list | head -1`) ends the
 /// command quietly, with success: `println!` panicked on the broken pipe.
+/// Output lost to anything else fails the command.
 #[tokio::test]
 async fn output_to_a_reader_that_has_gone_ends_quietly() {
     let (db, pool) = migrated_database().await;
@@ -963,10 +964,24 @@ async fn output_to_a_reader_that_has_gone_ends_quietly() {
     // line already meets the broken pipe.
     drop(child.stdout.take());
     let output = child.wait_with_output().unwrap();
+    // Output lost any other way (a full disk: /dev/full) fails the command.
+    let full = Command::new(JOBWIRE)
+        .args(["queue", "list"])
+        .env("DATABASE_URL", &db.url)
+        .env("RUST_LOG", "warn")
+        .stdout(std::fs::File::create("/dev/full").unwrap())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
     pool.close().await;
     db.drop_database().await;
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(stderr(&output), "", "said something on a broken pipe");
+    assert!(
+        !full.status.success(),
+        "output lost to a full disk succeeded"
+    );
+    assert_says(&stderr(&full), "cannot write to standard output");
 }
 
 #[tokio::test]

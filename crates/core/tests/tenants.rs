@@ -622,8 +622,17 @@ async fn the_reconciler_gives_back_a_slot_handed_after_the_move_to_postgres(pool
     let before = jobwire_core::claim_batch(&pool, "b", "w", 10, LEASE)
         .await
         .unwrap();
+    let mut listener = sqlx::postgres::PgListener::connect_with(&pool)
+        .await
+        .unwrap();
+    listener.listen("jobwire_jobs").await.unwrap();
 
     let released = jobwire_core::release_handed_slots(&pool).await.unwrap();
+    // The queue's workers are woken for the job that can now be claimed.
+    let woken = tokio::time::timeout(Duration::from_secs(10), listener.recv())
+        .await
+        .expect("no notification")
+        .unwrap();
     let after: Vec<Uuid> = jobwire_core::claim_batch(&pool, "b", "w", 10, LEASE)
         .await
         .unwrap()
@@ -632,6 +641,7 @@ async fn the_reconciler_gives_back_a_slot_handed_after_the_move_to_postgres(pool
         .collect();
     assert!(before.is_empty(), "claimed before: {before:?}");
     assert_eq!(released, 1);
+    assert_eq!(woken.payload(), "b");
     assert_eq!(after, vec![ids[2]]);
     // The running job's slot was never touched: two held, as the cap says.
     assert_eq!(held_slots(&pool, "b").await, 2);

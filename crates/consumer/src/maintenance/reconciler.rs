@@ -67,20 +67,25 @@ impl Reconciler {
     /// outbox lags by more than the grace period: the wake-ups are then
     /// still waiting for the relay, not lost.
     pub async fn reconcile_once(&self) -> Result<usize, jobwire_core::Error> {
+        // A slot a broker hand-over left with a waiting job of a queue since
+        // moved to the PostgreSQL path, whose claim never takes such a job.
+        // A failure here is logged and leaves the rest of the pass to run.
+        match jobwire_core::release_handed_slots(&self.pool).await {
+            Ok(0) => {}
+            Ok(released) => tracing::warn!(
+                slots = released,
+                "gave back tenant slots held by waiting jobs of queues on the PostgreSQL path"
+            ),
+            Err(err) => tracing::warn!(
+                error = %err,
+                "giving back tenant slots on PostgreSQL-path queues failed; the next pass retries"
+            ),
+        }
         // A capped tenant's free slot with a due job waiting and no wake-up
         // on the way (a hand-over rolled back, a delayed job that became due
         // while the tenant ran nothing), or such a job of a tenant with no
         // slot rows (forgotten as idle): hand it a slot now. Not a lost
         // wake-up, so not held back by the outbox lag.
-        // A slot a broker hand-over left with a waiting job of a queue since
-        // moved to the PostgreSQL path, whose claim never takes such a job.
-        let released = jobwire_core::release_handed_slots(&self.pool).await?;
-        if released > 0 {
-            tracing::warn!(
-                slots = released,
-                "gave back tenant slots held by waiting jobs of queues on the PostgreSQL path"
-            );
-        }
         let handed = jobwire_core::hand_out_free_tenant_slots(&self.pool).await?;
         if handed > 0 {
             tracing::info!(jobs = handed, "handed free tenant slots to waiting jobs");
