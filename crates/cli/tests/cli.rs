@@ -22,6 +22,20 @@ fn jobwire(url: &str, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// A long-running `jobwire` process (a worker), its output discarded,
+/// stopped when dropped.
+fn start(url: &str, args: &[&str]) -> StopOnDrop {
+    Command::new(JOBWIRE)
+        .args(args)
+        .env("DATABASE_URL", url)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map(StopOnDrop)
+        .unwrap()
+}
+
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
@@ -123,8 +137,9 @@ async fn a_killed_workers_job_is_reclaimed_after_its_lease_and_completes() {
     let pool = db.pool().await;
 
     // Worker A takes the job, and is killed without a chance to say anything.
-    let mut victim = Command::new(JOBWIRE)
-        .args([
+    let mut victim = start(
+        &db.url,
+        &[
             "worker",
             "--queue",
             "killq=2",
@@ -133,13 +148,8 @@ async fn a_killed_workers_job_is_reclaimed_after_its_lease_and_completes() {
             "--no-sweeper",
             "--worker-id",
             "victim",
-        ])
-        .env("DATABASE_URL", &db.url)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map(StopOnDrop)
-        .unwrap();
+        ],
+    );
     let held = jobwire_tests_wait(&pool, job_id, |s, owner| {
         s == JobState::Running && owner.as_deref() == Some("victim")
     })
@@ -149,8 +159,9 @@ async fn a_killed_workers_job_is_reclaimed_after_its_lease_and_completes() {
     victim.wait().unwrap();
 
     // Worker B sweeps the lapsed lease and runs the job again.
-    let mut rescuer = Command::new(JOBWIRE)
-        .args([
+    let mut rescuer = start(
+        &db.url,
+        &[
             "worker",
             "--queue",
             "killq=2",
@@ -160,13 +171,8 @@ async fn a_killed_workers_job_is_reclaimed_after_its_lease_and_completes() {
             "200",
             "--worker-id",
             "rescuer",
-        ])
-        .env("DATABASE_URL", &db.url)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map(StopOnDrop)
-        .unwrap();
+        ],
+    );
     let done = jobwire_tests_wait(&pool, job_id, |s, _| s.is_terminal()).await;
     rescuer.kill().unwrap();
     rescuer.wait().unwrap();
@@ -925,19 +931,15 @@ async fn a_broker_dispatched_queue_is_brought_back_with_transport_postgres() {
         "{still:?}"
     );
 
-    let _worker = Command::new(JOBWIRE)
-        .args(["worker", "--queue", "imports=1", "--transport", "postgres"])
-        .env("DATABASE_URL", &db.url)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map(StopOnDrop)
-        .unwrap();
+    let worker = start(
+        &db.url,
+        &["worker", "--queue", "imports=1", "--transport", "postgres"],
+    );
     let finished = wait_for_all_finished(&pool, &[job_id], Duration::from_secs(60)).await;
     let now = jobwire_core::queue_dispatch(&pool, "imports")
         .await
         .unwrap();
-    drop(_worker);
+    drop(worker);
     pool.close().await;
     db.drop_database().await;
     finished.unwrap();

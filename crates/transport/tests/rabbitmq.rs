@@ -142,6 +142,23 @@ const STALL_TIMEOUT: Duration = Duration::from_secs(2);
 /// the transport's own bound.
 const NOT_HUNG: Duration = Duration::from_secs(30);
 
+/// One delivery received (and acked) on `subscriber`, or `None` if the
+/// receive hung past [`NOT_HUNG`].
+async fn receive_one(
+    subscriber: &mut dyn jobwire_transport::Subscriber,
+) -> Option<Vec<jobwire_transport::Delivery>> {
+    use jobwire_transport::conformance::{receipts, receive_count};
+
+    let received = tokio::time::timeout(
+        NOT_HUNG,
+        receive_count(subscriber, 1, Duration::from_secs(10)),
+    )
+    .await
+    .ok()?;
+    subscriber.ack(&receipts(&received)).await.unwrap();
+    Some(received)
+}
+
 /// A publish on a connection whose network died (the TCP connection stays
 /// open and carries nothing) fails within the transport's timeout instead
 /// of waiting for heartbeats, and leaves nothing behind that blocks the
@@ -204,7 +221,7 @@ async fn a_publish_on_a_stalled_connection_fails_within_its_timeout_and_the_next
 #[tokio::test]
 async fn a_hold_on_a_stalled_connection_gives_it_up_and_the_next_receive_connects_again() {
     use jobwire_transport::SubscribeOptions;
-    use jobwire_transport::conformance::{envelope, payloads, receipts, receive_count};
+    use jobwire_transport::conformance::{envelope, payloads, receive_count};
 
     let proxy = FlakyProxy::start("127.0.0.1:5672", true).await.unwrap();
     let direct = RabbitTarget.transport().await;
@@ -225,14 +242,7 @@ async fn a_hold_on_a_stalled_connection_gives_it_up_and_the_next_receive_connect
     let sent = direct
         .publish(&[envelope(&topic, None, b"after the hold")])
         .await;
-    let received = tokio::time::timeout(
-        NOT_HUNG,
-        receive_count(subscriber.as_mut(), 1, Duration::from_secs(10)),
-    )
-    .await;
-    if let Ok(received) = &received {
-        subscriber.ack(&receipts(received)).await.unwrap();
-    }
+    let received = receive_one(subscriber.as_mut()).await;
 
     let closed = tokio::time::timeout(NOT_HUNG, subscriber.close()).await;
     drop(proxy);
@@ -254,7 +264,7 @@ async fn a_hold_on_a_stalled_connection_gives_it_up_and_the_next_receive_connect
 #[tokio::test]
 async fn a_connection_kept_by_a_hold_that_stalls_is_replaced_by_the_next_receive() {
     use jobwire_transport::SubscribeOptions;
-    use jobwire_transport::conformance::{envelope, payloads, receipts, receive_count};
+    use jobwire_transport::conformance::{envelope, payloads};
 
     let proxy = FlakyProxy::start("127.0.0.1:5672", true).await.unwrap();
     let direct = RabbitTarget.transport().await;
@@ -272,14 +282,7 @@ async fn a_connection_kept_by_a_hold_that_stalls_is_replaced_by_the_next_receive
     let sent = direct
         .publish(&[envelope(&topic, None, b"after the stall")])
         .await;
-    let received = tokio::time::timeout(
-        NOT_HUNG,
-        receive_count(subscriber.as_mut(), 1, Duration::from_secs(10)),
-    )
-    .await;
-    if let Ok(received) = &received {
-        subscriber.ack(&receipts(received)).await.unwrap();
-    }
+    let received = receive_one(subscriber.as_mut()).await;
 
     let closed = tokio::time::timeout(NOT_HUNG, subscriber.close()).await;
     let _ = direct.delete_topic(&topic).await;
