@@ -30,12 +30,16 @@ pub struct EnqueueRate {
 
 impl std::fmt::Display for EnqueueRate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.per_seconds {
-            1 => write!(f, "{}/s", self.jobs),
-            60 => write!(f, "{}/min", self.jobs),
-            3600 => write!(f, "{}/h", self.jobs),
-            86_400 => write!(f, "{}/d", self.jobs),
-            seconds => write!(f, "{}/{seconds}s", self.jobs),
+        // The largest unit the window is a whole number of, as it was
+        // written: 300 s is `5min`, not `300s`.
+        let (count, unit) = [(86_400, "d"), (3600, "h"), (60, "min"), (1, "s")]
+            .into_iter()
+            .find(|(unit_seconds, _)| self.per_seconds.is_multiple_of(*unit_seconds))
+            .map(|(unit_seconds, unit)| (self.per_seconds / unit_seconds, unit))
+            .unwrap_or((self.per_seconds, "s"));
+        match count {
+            1 => write!(f, "{}/{unit}", self.jobs),
+            count => write!(f, "{}/{count}{unit}", self.jobs),
         }
     }
 }
@@ -52,7 +56,13 @@ impl std::str::FromStr for EnqueueRate {
         let jobs: u32 = jobs
             .trim()
             .parse()
-            .map_err(|_| format!("{jobs:?} is not a whole number of jobs"))?;
+            .map_err(|err: std::num::ParseIntError| {
+                match err.kind() {
+                    // Past u32, so far past the bound checked below: said as it.
+                    std::num::IntErrorKind::PosOverflow => format!("at most {MAX_LIMIT} jobs"),
+                    _ => format!("{jobs:?} is not a whole number of jobs"),
+                }
+            })?;
         let window = window.trim();
         let not_a_window = || format!("{window:?} is not a window like s, min, h, d or 10s");
         let (count, unit) =
@@ -314,8 +324,10 @@ mod tests {
             ("1000/h", 1000, 3600, "1000/h"),
             ("50/10s", 50, 10, "50/10s"),
             ("20000/d", 20000, 86_400, "20000/d"),
-            ("300/5min", 300, 300, "300/300s"),
-            ("900/6h", 900, 21_600, "900/21600s"),
+            ("300/5min", 300, 300, "300/5min"),
+            ("900/6h", 900, 21_600, "900/6h"),
+            ("90/90s", 90, 90, "90/90s"),
+            ("7/120s", 7, 120, "7/2min"),
         ] {
             let rate: EnqueueRate = text.parse().unwrap();
             assert_eq!(rate, EnqueueRate { jobs, per_seconds });
@@ -335,6 +347,9 @@ mod tests {
         ] {
             assert!(bad.parse::<EnqueueRate>().is_err(), "{bad:?} parsed");
         }
+        // A count past what a rate may allow says so, whatever its size.
+        let huge = "99999999999/s".parse::<EnqueueRate>().unwrap_err();
+        assert_eq!(huge, format!("at most {MAX_LIMIT} jobs"));
         // Past a day says so, rather than "not a window".
         let too_long = "5/2d".parse::<EnqueueRate>().unwrap_err();
         assert!(too_long.contains("1 to 86400 seconds"), "{too_long}");
