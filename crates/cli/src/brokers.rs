@@ -188,17 +188,19 @@ pub(crate) async fn declare_dispatch(
                 topic: topic_for(queue),
             },
         };
-        if wanted == Dispatch::Postgres && wanted != current {
+        let changed = wanted != current;
+        let to_postgres = wanted == Dispatch::Postgres;
+        if changed && to_postgres {
             // Warned: a worker started with `--transport postgres` by habit
             // takes the queue away from its broker workers.
             tracing::warn!(%queue, was = %current, now = %wanted, "queue dispatch changed");
-        } else if wanted != current {
+        } else if changed {
             tracing::info!(%queue, was = %current, now = %wanted, "queue dispatch changed");
         }
         // Declared again even when unchanged on the PostgreSQL path: that
         // gives back any tenant slot still handed to a waiting job (see
         // `set_queue_dispatch`).
-        if wanted != current || wanted == Dispatch::Postgres {
+        if changed || to_postgres {
             jobwire_core::set_queue_dispatch(pool, queue, &wanted).await?;
         }
     }

@@ -182,15 +182,11 @@ pub async fn forget_idle_tenant_slots(pool: &PgPool) -> Result<u64> {
     let idle: Vec<(String, String)> = sqlx::query_as(include_str!("../../sql/idle_tenants.sql"))
         .fetch_all(pool)
         .await?;
-    let mut by_queue: Vec<(String, Vec<String>)> = Vec::new();
-    for (queue, tenant) in idle {
-        match by_queue.last_mut() {
-            Some((last, tenants)) if *last == queue => tenants.push(tenant),
-            _ => by_queue.push((queue, vec![tenant])),
-        }
-    }
     let mut forgotten = 0;
-    for (queue, tenants) in &by_queue {
+    // The list comes ordered by queue: one group per queue.
+    for group in idle.chunk_by(|a, b| a.0 == b.0) {
+        let queue = &group[0].0;
+        let tenants: Vec<&str> = group.iter().map(|(_, tenant)| tenant.as_str()).collect();
         for some in tenants.chunks(FORGET_TENANTS_PER_STATEMENT) {
             let n: i32 = sqlx::query_scalar("SELECT jobwire_forget_idle_tenant_slots($1, $2)")
                 .bind(queue)
