@@ -8,7 +8,12 @@ use crate::{Dispatch, Result};
 /// Declare how `queue` is dispatched. Takes effect for every job that becomes
 /// claimable afterwards. Declaring the PostgreSQL path (again or anew) gives
 /// back the tenant slots a broker completion handed to the queue's waiting
-/// jobs, which only the broker path's claim takes.
+/// jobs, which only the broker path's claim takes. Moving a queue to a broker
+/// (from the PostgreSQL path, or to another topic) writes a wake-up on the
+/// new path for each of its waiting jobs, as their enqueue there would have:
+/// at once for due jobs (those of a capped tenant as its free slots allow;
+/// none while the queue is paused, whose resume wakes them), at `run_after`
+/// for the rest. Declaring a broker queue again as it was writes nothing.
 pub async fn set_queue_dispatch<'c, E: PgExecutor<'c>>(
     executor: E,
     queue: &str,
