@@ -496,7 +496,11 @@ async fn tenant_caps_from_the_command_line() {
     assert_eq!(caps["tenants"][0]["limits"]["max_running"], 10);
     assert_eq!(caps["tenants"][0]["waiting"], 1);
     let text = stdout(&jobwire(&db.url, &["tenant", "list", "imports"]));
-    assert!(text.contains("bigco") && text.contains("10"), "{text}");
+    // The cap in force, marked as the tenant's own.
+    assert!(
+        text.contains("bigco") && text.contains("at most 10 running (own)"),
+        "{text}"
+    );
 
     // Refused, with a message, and nothing changed.
     for (args, says) in [
@@ -623,7 +627,7 @@ async fn enqueue_limits_from_the_command_line() {
     assert_eq!(limits["max_queued"], 2);
     let listed = stdout(&jobwire(&db.url, &["tenant", "list", "other"]));
     assert!(
-        listed.contains("acme") && listed.contains("enqueues at most 1/h"),
+        listed.contains("acme") && listed.contains("enqueues at most 1/h (own)"),
         "{listed}"
     );
     let shed = jobwire(
@@ -650,6 +654,15 @@ async fn enqueue_limits_from_the_command_line() {
         (
             vec!["queue", "limit", "imports", "--max-queued", "0"],
             "at least 1",
+        ),
+        (
+            vec!["queue", "limit", "imports", "--max-queued", "1000000001"],
+            "'--max-queued <N|none>': at most 1000000000",
+        ),
+        // Shedding from the cap's depth on would never refuse anything.
+        (
+            vec!["queue", "limit", "imports", "--shed-depth", "2"],
+            "2 is not below the queue's cap on waiting jobs (2)",
         ),
         (
             vec!["tenant", "set", "q", "--enqueue-rate", "5/week"],

@@ -262,7 +262,7 @@ async fn the_running_cap_alone_changes_and_the_other_limits_stay(pool: PgPool) {
     let at_ceiling = QueueLimits {
         max_queued: Some(jobwire_core::MAX_LIMIT),
         shed: Some(Shedding {
-            depth: jobwire_core::MAX_LIMIT,
+            depth: jobwire_core::MAX_LIMIT - 1,
             priority: 0,
         }),
         ..QueueLimits::default()
@@ -307,6 +307,37 @@ async fn a_deep_queue_sheds_low_priority_work_first(pool: PgPool) {
         jobwire_core::queue_limits(&pool, "q").await.unwrap().shed,
         shedding.shed
     );
+}
+
+/// Shedding from the cap's depth on (or deeper) would never refuse
+/// anything: the queue is full first. Refused, and the limits stay as they
+/// were.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_shedding_depth_at_or_over_the_queues_cap_is_refused(pool: PgPool) {
+    let kept = QueueLimits {
+        max_queued: Some(10),
+        ..QueueLimits::default()
+    };
+    jobwire_core::set_queue_limits(&pool, "q", &kept)
+        .await
+        .unwrap();
+    for depth in [10, 11] {
+        let useless = QueueLimits {
+            shed: Some(Shedding { depth, priority: 0 }),
+            ..kept
+        };
+        match jobwire_core::set_queue_limits(&pool, "q", &useless).await {
+            Err(Error::InvalidArgument {
+                argument: "shed_depth",
+                reason,
+            }) => assert!(
+                reason.contains("not below the queue's cap on waiting jobs (10)"),
+                "{reason}"
+            ),
+            other => panic!("depth {depth}: expected a refusal, got {other:?}"),
+        }
+    }
+    assert_eq!(jobwire_core::queue_limits(&pool, "q").await.unwrap(), kept);
 }
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]

@@ -1060,6 +1060,32 @@ async fn enqueue_limits_over_http(pool: PgPool) {
     assert_eq!(status, 200, "{limits}");
     assert_eq!(limits["maxQueued"], 2);
     assert_eq!(limits["shed"], json!({"depth": 1, "priority": 0}));
+    // Shedding at the cap's depth would never refuse anything: 400, and
+    // the limits stay.
+    let (status, body) = parts(
+        put(
+            "/queues/imports/limits",
+            &api.admin,
+            json!({"maxQueued": 2, "shed": {"depth": 2, "priority": 0}}),
+        )
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, error_code(&body)),
+        (400, "INVALID_FIELD"),
+        "{body}"
+    );
+    assert_eq!(body["error"]["field"], "shed.depth", "{body}");
+    assert_eq!(
+        jobwire_core::queue_limits(&api.pool, "imports")
+            .await
+            .unwrap()
+            .shed
+            .map(|shed| shed.depth),
+        Some(1)
+    );
     let (status, caps) = parts(
         put(
             "/queues/imports/tenant-limits",

@@ -3,7 +3,7 @@
 //! (docs/tenants.md).
 
 use anyhow::{Result, bail};
-use jobwire_core::{EnqueueRate, TenantLimits};
+use jobwire_core::{EnqueueRate, MAX_LIMIT, TenantLimits};
 use sqlx::PgPool;
 
 /// A limit on the command line: a number, or `none` to remove it.
@@ -30,9 +30,8 @@ pub(crate) fn count_limit(text: &str) -> Result<LimitArg<u32>, String> {
     // not as "not a number".
     match text.parse::<i64>() {
         Ok(n) if n < 1 => Err("must be at least 1 (or none to remove the limit)".into()),
-        Ok(n) => u32::try_from(n)
-            .map(LimitArg::Set)
-            .map_err(|_| format!("at most {}", u32::MAX)),
+        Ok(n) if n > i64::from(MAX_LIMIT) => Err(format!("at most {MAX_LIMIT}")),
+        Ok(n) => Ok(LimitArg::Set(n as u32)),
         Err(_) => Err(format!("{text:?} is not a whole number or none")),
     }
 }
@@ -84,15 +83,30 @@ pub(crate) enum TenantCommand {
 
 /// The limits of one scope, as `jobwire tenant list` prints them.
 fn describe(limits: &TenantLimits) -> String {
+    describe_marked(limits, &TenantLimits::default())
+}
+
+/// `limits` in words, each one the tenant set itself (`own`) marked so.
+fn describe_marked(limits: &TenantLimits, own: &TenantLimits) -> String {
+    let mark = |is_own: bool| if is_own { " (own)" } else { "" };
     let mut parts = Vec::new();
     if let Some(n) = limits.max_running {
-        parts.push(format!("at most {n} running"));
+        parts.push(format!(
+            "at most {n} running{}",
+            mark(own.max_running.is_some())
+        ));
     }
     if let Some(n) = limits.max_queued {
-        parts.push(format!("at most {n} waiting"));
+        parts.push(format!(
+            "at most {n} waiting{}",
+            mark(own.max_queued.is_some())
+        ));
     }
     if let Some(rate) = limits.enqueue_rate {
-        parts.push(format!("enqueues at most {rate}"));
+        parts.push(format!(
+            "enqueues at most {rate}{}",
+            mark(own.enqueue_rate.is_some())
+        ));
     }
     if parts.is_empty() {
         "no limits".to_owned()
@@ -187,10 +201,11 @@ pub(crate) async fn tenant(pool: &PgPool, command: TenantCommand) -> Result<()> 
                 );
                 return Ok(());
             }
+            // One column for every limit in force, marking the tenant's own
+            // (an override of any of the three, not only of the cap).
             outln!(
-                "{:<32} {:>9} {:>8} {:>8} {:>8}  limits in force",
+                "{:<32} {:>8} {:>8} {:>8}  limits in force ((own): the tenant's override)",
                 "tenant",
-                "override",
                 "cap",
                 "running",
                 "waiting"
@@ -198,13 +213,12 @@ pub(crate) async fn tenant(pool: &PgPool, command: TenantCommand) -> Result<()> 
             let show = |n: Option<i32>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
             for tenant in caps.tenants {
                 outln!(
-                    "{:<32} {:>9} {:>8} {:>8} {:>8}  {}",
+                    "{:<32} {:>8} {:>8} {:>8}  {}",
                     tenant.tenant,
-                    show(tenant.override_max_running),
                     show(tenant.max_running),
                     tenant.running,
                     tenant.waiting,
-                    describe(&tenant.limits)
+                    describe_marked(&tenant.limits, &tenant.overrides)
                 );
             }
         }

@@ -192,11 +192,23 @@ fn positive_i32(argument: &'static str, value: Option<u32>) -> Result<Option<i32
 /// Set `queue`'s own enqueue limits (the cap on waiting jobs and
 /// shedding), replacing the ones it had; the per-tenant defaults in
 /// `limits` are not touched (see [`set_tenant_limits`]). Takes effect at the
-/// next enqueue; jobs already waiting stay.
+/// next enqueue; jobs already waiting stay. A shedding depth must be below
+/// `max_queued`: at or above it the queue is full first, and shedding would
+/// never refuse anything.
 pub async fn set_queue_limits(pool: &PgPool, queue: &str, limits: &QueueLimits) -> Result<()> {
     argument("queue", queue)?;
     let max_queued = positive_i32("max_queued", limits.max_queued)?;
     let shed_depth = positive_i32("shed_depth", limits.shed.map(|shed| shed.depth))?;
+    if let (Some(max), Some(depth)) = (limits.max_queued, limits.shed.map(|shed| shed.depth))
+        && depth >= max
+    {
+        return Err(invalid(
+            "shed_depth",
+            format!(
+                "{depth} is not below the queue's cap on waiting jobs ({max}): the queue would be full before it shed anything"
+            ),
+        ));
+    }
     let mut tx = pool.begin().await?;
     sqlx::query(include_str!("../../sql/set_queue_limits.sql"))
         .bind(queue)
