@@ -299,7 +299,7 @@ impl Worker {
         while fetchers.join_next().await.is_some() {}
         tracing::info!(running = runtime.in_flight(), "draining running jobs");
         let report = runtime.shutdown(config.shutdown_timeout).await;
-        tracing::info!(?report, "worker stopped");
+        tracing::info!("worker stopped: {}", jobwire_loop::nonzero_counts(&report));
         Ok(report)
     }
 }

@@ -17,13 +17,15 @@
 //!   was sent still sees at its next wait;
 //! - [`listen`]: LISTEN on a channel with reconnects, reporting when
 //!   notifications may have been lost;
-//! - [`InvalidSetting`]: the typed error every `Config::validate` returns.
+//! - [`InvalidSetting`]: the typed error every `Config::validate` returns;
+//! - [`nonzero_counts`]: a loop's counters that moved, for its stop line.
 //!
 //! This crate is a leaf: it knows nothing of jobs or outboxes, so the relay
 //! can use it without depending on the job store.
 #![warn(missing_docs)]
 
 mod backoff;
+mod counts;
 mod idle;
 mod jitter;
 mod listen;
@@ -33,6 +35,7 @@ mod sleep;
 mod wake;
 
 pub use backoff::Backoff;
+pub use counts::nonzero_counts;
 pub use idle::IdlePoll;
 pub use jitter::{POLL_SPREAD, jittered};
 pub use listen::{ListenEvent, listen};

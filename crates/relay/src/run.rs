@@ -119,7 +119,7 @@ impl Relay {
         ));
         while tasks.join_next().await.is_some() {}
         let report = relay.stats.report();
-        tracing::info!(?report, "relay stopped");
+        tracing::info!("relay stopped: {}", jobwire_loop::nonzero_counts(&report));
         Ok(report)
     }
 
