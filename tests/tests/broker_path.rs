@@ -873,6 +873,42 @@ async fn the_safety_net_runs_jobs_whose_wake_ups_are_lost(
     assert_eq!(runs.more_than_once(), 0);
 }
 
+/// A worker that cannot subscribe at all (its broker refuses it: here a
+/// port nothing listens on, as a mistyped address would be) still runs the
+/// queue's jobs through the safety net while it retries: its subscribe loop
+/// used to retry without ever looking at the table.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn the_safety_net_runs_jobs_while_the_broker_refuses_the_worker(
+    _options: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let setup = Setup::new(connect, Broker::Rabbitmq).await;
+    let runs = Runs::default();
+    let unreachable: Arc<dyn Transport> = Arc::new(RabbitTransport::new(RabbitConfig::new(
+        "amqp://guest:guest@127.0.0.1:1/%2f",
+    )));
+    let config = WorkerConfig {
+        safety_net_after: Some(Duration::from_secs(1)),
+        safety_net_interval: Duration::from_millis(200),
+        ..setup.worker_config(4)
+    };
+    let worker = setup.start_worker(registry(&runs), unreachable, config);
+    let jobs: Vec<NewJob> = (0..10)
+        .map(|i| setup.job("counted", json!({ "i": i })))
+        .collect();
+    let ids: Vec<Uuid> = jobwire_test_support::enqueue_ids(&setup.pool, &jobs)
+        .await
+        .unwrap();
+    wait_for_all_finished(&setup.pool, &ids, WAIT)
+        .await
+        .unwrap();
+    let report = worker.stop().await;
+    assert_eq!(report.wake_ups, 0, "{report:?}");
+    assert_eq!(report.safety_net_claims, 10, "{report:?}");
+    assert_eq!(runs.total(), 10);
+    assert_eq!(runs.more_than_once(), 0);
+}
+
 macro_rules! broker_scenarios {
     ($module:ident, $broker:expr) => {
         mod $module {

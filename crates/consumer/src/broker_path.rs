@@ -43,20 +43,42 @@ fn count_miss(stats: &WorkerStats, topic: &str, miss: &ClaimMiss) {
     metrics::record_wake_ups(topic, miss.label(), 1);
 }
 
-/// Subscribe to `topic`, retrying until it works or `stop`.
+/// Subscribe to `topic`, retrying until it works or `stop`. Meanwhile the
+/// safety net keeps claiming from the table on the free slots: a broker
+/// that refuses this worker (down, a wrong address or password) must cost
+/// latency, not progress.
 async fn subscribe(
-    transport: &dyn Transport,
-    topic: &str,
-    options: &SubscribeOptions,
+    queue: &BrokerQueue,
+    slots: &Arc<Semaphore>,
+    safety_net: &mut Option<SafetyNet>,
     stop: &CancellationToken,
 ) -> Option<Box<dyn Subscriber>> {
+    let topic = &queue.topic;
     let mut pause = Pause::standard();
+    let mut failures = 0u32;
     loop {
-        match transport.subscribe(topic, options).await {
-            Ok(subscriber) => return Some(subscriber),
+        match queue.transport.subscribe(topic, &queue.options).await {
+            Ok(subscriber) => {
+                if failures > 0 {
+                    tracing::info!(%topic, failures, "subscribed");
+                }
+                return Some(subscriber);
+            }
             Err(err) => {
+                failures = failures.saturating_add(1);
                 tracing::warn!(%topic, error = %err, "cannot subscribe; retrying");
-                if sleep(pause.next_after_failure(), stop).await.is_cancelled() {
+                let mut wait = pause.next_after_failure();
+                if let Some(net) = safety_net {
+                    let mut free = Vec::new();
+                    while let Ok(slot) = slots.clone().try_acquire_owned() {
+                        free.push(slot);
+                    }
+                    net.claim_if_due(&queue.runtime, &queue.queue, &mut free)
+                        .await;
+                    // Back in time for the net's next look.
+                    wait = wait.min(net.interval);
+                }
+                if sleep(wait, stop).await.is_cancelled() {
                     return None;
                 }
             }
@@ -84,23 +106,21 @@ pub(crate) struct BrokerQueue {
 /// Receive wake-ups for one broker-dispatched queue and run the jobs they
 /// let this worker claim, until `stop`; meanwhile the safety net claims
 /// jobs the broker path left waiting past its bound.
-pub(crate) async fn consume_queue(queue: BrokerQueue, stop: CancellationToken) {
+pub(crate) async fn consume_queue(mut queue: BrokerQueue, stop: CancellationToken) {
+    let slots = Arc::new(Semaphore::new(queue.concurrency));
+    let mut safety_net = queue.safety_net.take();
+    let Some(mut subscriber) = subscribe(&queue, &slots, &mut safety_net, &stop).await else {
+        return;
+    };
     let BrokerQueue {
         runtime,
-        transport,
         topic,
         queue,
         served_from_topic,
-        options,
-        concurrency,
         receive_wait,
-        mut safety_net,
+        ..
     } = queue;
-    let Some(mut subscriber) = subscribe(transport.as_ref(), &topic, &options, &stop).await else {
-        return;
-    };
     let stats = runtime.stats();
-    let slots = Arc::new(Semaphore::new(concurrency));
     let mut pause = Pause::standard();
     loop {
         // Receive only as many wake-ups as there are free slots: the broker
