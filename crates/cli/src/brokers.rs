@@ -174,11 +174,18 @@ pub(crate) async fn refuse_broker_queues(pool: &sqlx::PgPool, queues: &[String])
 /// Make every queue in `queues` dispatched as `kind` says: through the broker
 /// on [`topic_for`] (unless it already has a broker topic), or the
 /// PostgreSQL path. Logged, because it changes where new wake-ups go.
+///
+/// A queue is moved to a broker only once `transport` has reached it: a
+/// mistyped broker address or password would otherwise move a live queue
+/// onto a path nothing consumes. A queue already on that broker is served
+/// as before, the worker retrying until the broker answers.
 pub(crate) async fn declare_dispatch(
     pool: &sqlx::PgPool,
     kind: BrokerKind,
+    transport: Option<&dyn Transport>,
     queues: &[String],
 ) -> Result<()> {
+    let mut broker_reached = false;
     for queue in queues {
         let current = jobwire_core::queue_dispatch(pool, queue).await?;
         let wanted = match (kind, &current) {
@@ -190,6 +197,20 @@ pub(crate) async fn declare_dispatch(
         };
         let changed = wanted != current;
         let to_postgres = wanted == Dispatch::Postgres;
+        if changed
+            && !to_postgres
+            && !broker_reached
+            && let Some(transport) = transport
+        {
+            transport.check().await.map_err(|err| {
+                anyhow::anyhow!(
+                    "cannot reach the broker ({name}): {err}; queue {queue} stays where it is ({current}). \
+                     Check the broker's address and credentials, or start it, then start the worker again",
+                    name = transport.name()
+                )
+            })?;
+            broker_reached = true;
+        }
         if changed && to_postgres {
             // Warned: a worker started with `--transport postgres` by habit
             // takes the queue away from its broker workers.

@@ -959,6 +959,49 @@ async fn a_broker_dispatched_queue_is_brought_back_with_transport_postgres() {
     assert_eq!(now, jobwire_core::Dispatch::Postgres);
 }
 
+/// A worker whose broker cannot be reached (here a port nothing listens on;
+/// a mistyped address or password alike) does not move a queue onto it:
+/// it refuses to start, says why, and the queue stays on the PostgreSQL
+/// path, where its waiting job still runs.
+#[tokio::test]
+async fn a_worker_does_not_move_a_queue_to_a_broker_it_cannot_reach() {
+    let (db, pool) = migrated_database().await;
+    let enqueue = jobwire(&db.url, &["enqueue", "noop", "--queue", "imports"]);
+    assert!(enqueue.status.success(), "{}", stderr(&enqueue));
+    let job_id: Uuid = stdout(&enqueue).trim().parse().unwrap();
+
+    let refused = refused(
+        &db.url,
+        &[
+            "worker",
+            "--queue",
+            "imports=1",
+            "--transport",
+            "rabbitmq",
+            "--amqp-url",
+            "amqp://guest:guest@127.0.0.1:1/%2f",
+        ],
+    )
+    .await;
+    assert!(!refused.status.success());
+    assert_says(&stderr(&refused), "cannot reach the broker (rabbitmq)");
+    assert_says(
+        &stderr(&refused),
+        "queue imports stays where it is (postgres)",
+    );
+    let still = jobwire_core::queue_dispatch(&pool, "imports")
+        .await
+        .unwrap();
+    assert_eq!(still, jobwire_core::Dispatch::Postgres);
+
+    let worker = start(&db.url, &["worker", "--queue", "imports=1"]);
+    let finished = wait_for_all_finished(&pool, &[job_id], Duration::from_secs(60)).await;
+    drop(worker);
+    pool.close().await;
+    db.drop_database().await;
+    finished.unwrap();
+}
+
 /// A reader that stops reading (`jobwire queue list | head -1`) ends the
 /// command quietly, with success: `println!` panicked on the broken pipe.
 /// Output lost to anything else fails the command.

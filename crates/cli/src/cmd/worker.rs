@@ -211,13 +211,13 @@ pub(crate) async fn serve(
     // rather than by the running node (which logs the failed part and the
     // stop before the error is printed).
     config.validate()?;
+    let transport = args.broker.transport(kind).await?;
     if args.broker.kind.is_some() || kind != brokers::BrokerKind::Postgres {
         // Chosen: the queues go (or come back) to that path.
-        brokers::declare_dispatch(&pool, kind, &names).await?;
+        brokers::declare_dispatch(&pool, kind, transport.as_deref(), &names).await?;
     } else {
         brokers::refuse_broker_queues(&pool, &names).await?;
     }
-    let transport = args.broker.transport(kind).await?;
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     let mut worker = Worker::new(pool.clone(), registry, config);
