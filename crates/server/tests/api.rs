@@ -1205,6 +1205,12 @@ async fn enqueue_limits_over_http(pool: PgPool) {
             "maxRunning",
         ),
         ("/queues/imports/tenants/acme", json!({}), "maxRunning"),
+        // A missing field is named where it is missing.
+        (
+            "/queues/imports/tenant-limits",
+            json!({"enqueueRate": {"jobs": 1}}),
+            "enqueueRate.perSeconds",
+        ),
     ] {
         let (status, answer) = parts(put(path, &api.admin, body.clone()).await.unwrap()).await;
         assert_eq!(
@@ -1219,6 +1225,24 @@ async fn enqueue_limits_over_http(pool: PgPool) {
             "{path} {body}: {answer}"
         );
     }
+    // A number past its type says the field's own range, not the type's.
+    let (status, answer) = parts(
+        put(
+            "/queues/imports/limits",
+            &api.admin,
+            json!({"maxQueued": 5_000_000_000_u64}),
+        )
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("from 1 to 1000000000")),
+        "{answer}"
+    );
     // Scopes: reading is `read`, changing is `admin`.
     let (status, _) = parts(
         put("/queues/imports/limits", &api.write, json!({}))

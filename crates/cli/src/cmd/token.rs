@@ -21,7 +21,8 @@ pub(crate) enum TokenCommand {
     },
     /// List tokens (never their secrets).
     List,
-    /// Revoke the live token with this name: it stops working at once.
+    /// Revoke the live token with this name: it stops working on every API
+    /// server within milliseconds (as each hears of it).
     Revoke {
         /// The token's name.
         name: String,

@@ -70,15 +70,20 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
             let inner = err.into_inner();
             match inner.classify() {
                 serde_json::error::Category::Data => {
-                    let field = if path == "." {
-                        field_named_in(&inner.to_string()).unwrap_or_else(|| "body".to_owned())
-                    } else {
-                        path
+                    let message = inner.to_string();
+                    // A missing field is reported at the object that lacks
+                    // it: name the field itself ("enqueueRate.perSeconds").
+                    let missing = message
+                        .starts_with("missing field")
+                        .then(|| field_named_in(&message))
+                        .flatten();
+                    let field = match (path.as_str(), missing) {
+                        (".", missing) => missing.unwrap_or_else(|| "body".to_owned()),
+                        (_, Some(missing)) => format!("{path}.{missing}"),
+                        (_, None) => path,
                     };
-                    ApiError::invalid_field(
-                        field,
-                        in_plain_words(strip_position(&inner.to_string())),
-                    )
+                    let plain = in_plain_words(strip_position(&message), &field);
+                    ApiError::invalid_field(field, plain)
                 }
                 _ => malformed(&inner),
             }
@@ -103,8 +108,27 @@ fn field_named_in(message: &str) -> Option<String> {
     Some(message[start..end].to_owned())
 }
 
-/// serde names the Rust type it wanted ("expected i16"): say the range.
-fn in_plain_words(message: &str) -> String {
+/// The values a field takes where they are narrower than its Rust type's
+/// range (checked after parsing, by the store): a number out of the type's
+/// range names these, not the type's.
+fn field_range(field: &str) -> Option<String> {
+    match field.rsplit('.').next()? {
+        "maxAttempts" => Some(format!("expected a whole number from 1 to {}", i32::MAX)),
+        "maxQueued" | "maxRunning" | "depth" | "jobs" => Some(format!(
+            "expected a whole number from 1 to {}",
+            jobwire_core::MAX_LIMIT
+        )),
+        "perSeconds" => Some(format!(
+            "expected a whole number of seconds from 1 to {}",
+            jobwire_core::MAX_RATE_SECONDS
+        )),
+        _ => None,
+    }
+}
+
+/// serde names the Rust type it wanted ("expected i16"): say the range,
+/// the field's own where it is narrower.
+fn in_plain_words(message: &str, field: &str) -> String {
     const RANGES: [(&str, &str); 6] = [
         (
             "expected i16",
@@ -131,7 +155,10 @@ fn in_plain_words(message: &str) -> String {
     RANGES
         .iter()
         .find(|(rust, _)| message.ends_with(rust))
-        .map(|(rust, plain)| format!("{}{plain}", &message[..message.len() - rust.len()]))
+        .map(|(rust, plain)| {
+            let plain = field_range(field).unwrap_or_else(|| (*plain).to_owned());
+            format!("{}{plain}", &message[..message.len() - rust.len()])
+        })
         .unwrap_or_else(|| message.to_owned())
 }
 
@@ -282,5 +309,24 @@ mod tests {
             "invalid type: string \"x\", expected i16"
         );
         assert_eq!(strip_position("no position"), "no position");
+    }
+
+    #[test]
+    fn a_number_out_of_range_names_the_fields_own_range_where_narrower() {
+        assert_eq!(
+            in_plain_words(
+                "invalid value: integer `3000000000`, expected i32",
+                "maxAttempts"
+            ),
+            "invalid value: integer `3000000000`, expected a whole number from 1 to 2147483647"
+        );
+        assert_eq!(
+            in_plain_words("invalid value: integer `-1`, expected u32", "shed.depth"),
+            "invalid value: integer `-1`, expected a whole number from 1 to 1000000000"
+        );
+        assert_eq!(
+            in_plain_words("invalid value: integer `70000`, expected i16", "priority"),
+            "invalid value: integer `70000`, expected a whole number from -32768 to 32767"
+        );
     }
 }
