@@ -141,6 +141,11 @@ async fn bad_input_gets_a_4xx_naming_the_problem_and_writes_nothing(pool: PgPool
             .json(json!("send_email"))
             .field("body"),
         case("truncated array body", 400, "MALFORMED_JSON").raw(b"[\"send_email\", "),
+        // A number the API would store rounded (past 64-bit integers and
+        // doubles) is refused rather than altered.
+        case("a number past a double's precision", 400, "INVALID_FIELD")
+            .raw(br#"{"type": "a", "payload": {"n": 123456789012345678901234567890}}"#)
+            .field("body"),
         // Fields.
         invalid("missing type", "type", json!({"payload": {}})),
         invalid("empty type", "type", json!({"type": ""})),
@@ -364,7 +369,8 @@ async fn an_out_of_range_number_is_refused_with_its_range(pool: PgPool) {
         ),
         (
             json!({"type": "a", "maxAttempts": 3_000_000_000u64}),
-            "from -2147483648 to 2147483647",
+            // The field's own range: a negative count is refused too.
+            "from 1 to 2147483647",
         ),
     ] {
         let (status, answer) = parts(
