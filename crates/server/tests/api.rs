@@ -174,6 +174,40 @@ async fn enqueue_read_and_list_jobs(pool: PgPool) {
     assert_eq!(page["jobs"], json!([]));
 }
 
+/// Numbers an integer of 64 bits or a double holds are stored as sent,
+/// the largest and the smallest among them: the refusal of a number past
+/// them (tests/bad_input.rs) must not catch these.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn payload_numbers_are_stored_as_sent(pool: PgPool) {
+    let api = Api::start(pool.clone()).await;
+    let raw = r#"{"type": "a", "payload": {"u": 18446744073709551615, "i": -9223372036854775808,
+                  "f": 0.1, "e": 1.5e300, "z": -0.0}}"#;
+    let (status, body) = parts(
+        api.post("/jobs", &api.write)
+            .header("content-type", "application/json")
+            .body(raw)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let stored: String = sqlx::query_scalar(
+        "SELECT (payload->>'u') || ' ' || (payload->>'i') || ' ' || (payload->>'f') || ' ' ||
+                (payload->'e')::numeric::text
+         FROM jobs WHERE job_id = $1",
+    )
+    .bind(job_id(&body))
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let expected = format!(
+        "18446744073709551615 -9223372036854775808 0.1 15{}",
+        "0".repeat(299)
+    );
+    assert_eq!(stored, expected);
+}
+
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn cancel_answers_by_the_jobs_state(pool: PgPool) {
     let api = Api::start(pool.clone()).await;

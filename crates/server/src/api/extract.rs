@@ -15,7 +15,8 @@ use super::error::ApiError;
 /// A JSON object body of type `T`: 415 unless the content type is JSON,
 /// 413 over the body limit, 400 `MALFORMED_JSON` for bad syntax, 400
 /// `INVALID_FIELD` (naming the field) for a wrong type, a missing field or
-/// an unknown one, or (naming `body`) for a body that is not an object.
+/// an unknown one, or (naming `body`) for a body that is not an object or
+/// carries a number it would store rounded (see `exact_numbers`).
 pub(crate) struct JsonBody<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
@@ -90,6 +91,15 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         })?;
         // Trailing bytes after the value ("{}{}") are malformed JSON too.
         deserializer.end().map_err(|err| malformed(&err))?;
+        if let Some(number) = super::exact_numbers::first_inexact_number(&bytes) {
+            return Err(ApiError::invalid_field(
+                "body",
+                format!(
+                    "the number {number} would be stored rounded (the API keeps numbers as 64-bit \
+                     integers or doubles): send it as a string"
+                ),
+            ));
+        }
         Ok(JsonBody(value))
     }
 }

@@ -16,6 +16,7 @@ mod auth;
 pub(crate) mod dead_letter;
 mod enqueue_batch;
 pub(crate) mod error;
+mod exact_numbers;
 pub(crate) mod extract;
 mod health;
 mod jobs;
