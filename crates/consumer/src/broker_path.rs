@@ -68,6 +68,9 @@ async fn subscribe(
                 failures = failures.saturating_add(1);
                 tracing::warn!(%topic, error = %err, "cannot subscribe; retrying");
                 let mut wait = pause.next_after_failure();
+                if stop.is_cancelled() {
+                    return None;
+                }
                 if let Some(net) = safety_net {
                     let mut free = Vec::new();
                     while let Ok(slot) = slots.clone().try_acquire_owned() {

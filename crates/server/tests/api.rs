@@ -175,13 +175,15 @@ async fn enqueue_read_and_list_jobs(pool: PgPool) {
 }
 
 /// Numbers an integer of 64 bits or a double holds are stored as sent,
-/// the largest and the smallest among them: the refusal of a number past
-/// them (tests/bad_input.rs) must not catch these.
+/// the largest and the smallest among them, and a double written to 17
+/// digits (as printf's %.17g and Java write them) is taken: the refusal of
+/// a number past them (tests/bad_input.rs) must not catch these.
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn payload_numbers_are_stored_as_sent(pool: PgPool) {
     let api = Api::start(pool.clone()).await;
     let raw = r#"{"type": "a", "payload": {"u": 18446744073709551615, "i": -9223372036854775808,
-                  "f": 0.1, "e": 1.5e300, "z": -0.0}}"#;
+                  "f": 0.1, "e": 1.5e300, "z": -0.0,
+                  "printf": 0.10000000000000001, "java": 4.9e-324}}"#;
     let (status, body) = parts(
         api.post("/jobs", &api.write)
             .header("content-type", "application/json")

@@ -79,7 +79,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
                         .then(|| field_named_in(&message))
                         .flatten();
                     let field = match (path.as_str(), missing) {
-                        (".", missing) => missing.unwrap_or_else(|| "body".to_owned()),
+                        // At the top, serde names the field in its message
+                        // (missing, unknown or duplicate).
+                        (".", _) => field_named_in(&message).unwrap_or_else(|| "body".to_owned()),
                         (_, Some(missing)) => format!("{path}.{missing}"),
                         (_, None) => path,
                     };
@@ -95,8 +97,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
             return Err(ApiError::invalid_field(
                 "body",
                 format!(
-                    "the number {number} would be stored rounded (the API keeps numbers as 64-bit \
-                     integers or doubles): send it as a string"
+                    "the number {number} would be stored as another (the API keeps numbers as \
+                     64-bit integers or doubles, at most 17 significant digits): send it as a string"
                 ),
             ));
         }
