@@ -125,6 +125,17 @@ impl Setup {
         NewJob::new(job_type, payload).with_queue(&self.queue)
     }
 
+    /// Enqueue `count` jobs of the counting handler (`{"i": 0..count}`) in
+    /// one statement; their ids in order.
+    async fn enqueue_counted(&self, count: usize) -> Vec<Uuid> {
+        let jobs: Vec<NewJob> = (0..count)
+            .map(|i| self.job("counted", json!({ "i": i })))
+            .collect();
+        jobwire_test_support::enqueue_ids(&self.pool, &jobs)
+            .await
+            .unwrap()
+    }
+
     fn worker_config(&self, concurrency: usize) -> WorkerConfig {
         WorkerConfig {
             runtime: RuntimeConfig {
@@ -340,12 +351,7 @@ async fn retries_poison_and_cancel(connect: PgConnectOptions, broker: Broker) {
         .await
         .unwrap()
         .job_id;
-    let others: Vec<NewJob> = (0..20)
-        .map(|i| setup.job("counted", json!({ "i": i })))
-        .collect();
-    let other_ids: Vec<Uuid> = jobwire_test_support::enqueue_ids(&setup.pool, &others)
-        .await
-        .unwrap();
+    let other_ids = setup.enqueue_counted(20).await;
 
     wait_for_state(&setup.pool, long, JobState::Running, WAIT)
         .await
@@ -442,12 +448,7 @@ async fn duplicate_stale_and_garbage_wake_ups_run_nothing(
     let doubling: Arc<dyn Transport> = Arc::new(Doubling(transport.clone()));
     let relay = setup.start_relay(doubling).await;
     let worker = setup.start_worker(registry(&runs), transport.clone(), setup.worker_config(8));
-    let jobs: Vec<NewJob> = (0..200)
-        .map(|i| setup.job("counted", json!({ "i": i })))
-        .collect();
-    let ids: Vec<Uuid> = jobwire_test_support::enqueue_ids(&setup.pool, &jobs)
-        .await
-        .unwrap();
+    let ids = setup.enqueue_counted(200).await;
     wait_for_all_finished(&setup.pool, &ids, WAIT)
         .await
         .unwrap();
@@ -532,12 +533,7 @@ async fn lost_wake_ups_are_recreated_by_the_reconciler(connect: PgConnectOptions
     let setup = Setup::new(connect, broker).await;
     let runs = Runs::default();
     let transport = setup.transport().await;
-    let jobs: Vec<NewJob> = (0..30)
-        .map(|i| setup.job("counted", json!({ "i": i })))
-        .collect();
-    let ids: Vec<Uuid> = jobwire_test_support::enqueue_ids(&setup.pool, &jobs)
-        .await
-        .unwrap();
+    let ids = setup.enqueue_counted(30).await;
     let relay = setup.start_relay(transport.clone()).await;
     if matches!(broker, Broker::Kafka) {
         // Kafka has no purge: the wake-ups are lost instead to a member of
@@ -729,12 +725,7 @@ async fn a_paused_queue_claims_nothing_until_resumed(connect: PgConnectOptions, 
         .unwrap();
     let relay = setup.start_relay(transport.clone()).await;
     let worker = setup.start_worker(registry(&runs), transport.clone(), setup.worker_config(8));
-    let jobs: Vec<NewJob> = (0..20)
-        .map(|i| setup.job("counted", json!({ "i": i })))
-        .collect();
-    let ids: Vec<Uuid> = jobwire_test_support::enqueue_ids(&setup.pool, &jobs)
-        .await
-        .unwrap();
+    let ids = setup.enqueue_counted(20).await;
     // Every wake-up reaches the worker and is a miss of its own kind.
     wait_for_report(&worker.stats, "wake-ups counted as paused", |report| {
         report.wake_ups_paused >= 20
@@ -852,12 +843,7 @@ async fn the_safety_net_runs_jobs_whose_wake_ups_are_lost(
         ..setup.worker_config(8)
     };
     let worker = setup.start_worker(registry(&runs), transport.clone(), config);
-    let jobs: Vec<NewJob> = (0..30)
-        .map(|i| setup.job("counted", json!({ "i": i })))
-        .collect();
-    let ids: Vec<Uuid> = jobwire_test_support::enqueue_ids(&setup.pool, &jobs)
-        .await
-        .unwrap();
+    let ids = setup.enqueue_counted(30).await;
     wait_for_all_finished(&setup.pool, &ids, WAIT)
         .await
         .unwrap();
@@ -893,12 +879,7 @@ async fn the_safety_net_runs_jobs_while_the_broker_refuses_the_worker(
         ..setup.worker_config(4)
     };
     let worker = setup.start_worker(registry(&runs), unreachable, config);
-    let jobs: Vec<NewJob> = (0..10)
-        .map(|i| setup.job("counted", json!({ "i": i })))
-        .collect();
-    let ids: Vec<Uuid> = jobwire_test_support::enqueue_ids(&setup.pool, &jobs)
-        .await
-        .unwrap();
+    let ids = setup.enqueue_counted(10).await;
     wait_for_all_finished(&setup.pool, &ids, WAIT)
         .await
         .unwrap();
@@ -1048,12 +1029,7 @@ async fn a_worker_reconnects_after_losing_the_broker(
     let worker = setup.start_worker(registry(&runs), worker_transport, setup.worker_config(8));
     let relay = setup.start_relay(setup.transport().await).await;
 
-    let first: Vec<NewJob> = (0..100)
-        .map(|i| setup.job("counted", json!({ "i": i })))
-        .collect();
-    let mut ids: Vec<Uuid> = jobwire_test_support::enqueue_ids(&setup.pool, &first)
-        .await
-        .unwrap();
+    let mut ids = setup.enqueue_counted(100).await;
     wait_for_all_finished(&setup.pool, &ids, WAIT)
         .await
         .unwrap();
