@@ -73,9 +73,7 @@ async fn subscribe(
                 }
                 if let Some(net) = safety_net {
                     let mut free = Vec::new();
-                    while let Ok(slot) = slots.clone().try_acquire_owned() {
-                        free.push(slot);
-                    }
+                    take_free_slots(slots, &mut free);
                     net.claim_if_due(&queue.runtime, &queue.queue, &mut free)
                         .await;
                     // Back in time for the net's next look.
@@ -86,6 +84,13 @@ async fn subscribe(
                 }
             }
         }
+    }
+}
+
+/// Every slot free at this moment, added to `free`.
+fn take_free_slots(slots: &Arc<Semaphore>, free: &mut Vec<OwnedSemaphorePermit>) {
+    while let Ok(slot) = slots.clone().try_acquire_owned() {
+        free.push(slot);
     }
 }
 
@@ -134,9 +139,7 @@ pub(crate) async fn consume_queue(mut queue: BrokerQueue, stop: CancellationToke
             break;
         };
         let mut free = vec![first];
-        while let Ok(slot) = slots.clone().try_acquire_owned() {
-            free.push(slot);
-        }
+        take_free_slots(&slots, &mut free);
         let received = tokio::select! {
             received = subscriber.receive(free.len(), receive_wait) => received,
             _ = stop.cancelled() => break,

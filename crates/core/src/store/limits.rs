@@ -198,8 +198,9 @@ fn positive_i32(argument: &'static str, value: Option<u32>) -> Result<Option<i32
 pub async fn set_queue_limits(pool: &PgPool, queue: &str, limits: &QueueLimits) -> Result<()> {
     argument("queue", queue)?;
     let max_queued = positive_i32("max_queued", limits.max_queued)?;
-    let shed_depth = positive_i32("shed_depth", limits.shed.map(|shed| shed.depth))?;
-    if let (Some(max), Some(depth)) = (limits.max_queued, limits.shed.map(|shed| shed.depth))
+    let depth = limits.shed.map(|shed| shed.depth);
+    let shed_depth = positive_i32("shed_depth", depth)?;
+    if let (Some(max), Some(depth)) = (limits.max_queued, depth)
         && depth >= max
     {
         return Err(invalid(

@@ -72,18 +72,18 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
             match inner.classify() {
                 serde_json::error::Category::Data => {
                     let message = inner.to_string();
-                    // A missing field is reported at the object that lacks
-                    // it: name the field itself ("enqueueRate.perSeconds").
-                    let missing = message
-                        .starts_with("missing field")
-                        .then(|| field_named_in(&message))
-                        .flatten();
-                    let field = match (path.as_str(), missing) {
+                    let named = field_named_in(&message);
+                    let field = match (path.as_str(), named) {
                         // At the top, serde names the field in its message
                         // (missing, unknown or duplicate).
-                        (".", _) => field_named_in(&message).unwrap_or_else(|| "body".to_owned()),
-                        (_, Some(missing)) => format!("{path}.{missing}"),
-                        (_, None) => path,
+                        (".", named) => named.unwrap_or_else(|| "body".to_owned()),
+                        // A missing field is reported at the object that
+                        // lacks it: name the field itself
+                        // ("enqueueRate.perSeconds").
+                        (_, Some(missing)) if message.starts_with("missing field") => {
+                            format!("{path}.{missing}")
+                        }
+                        _ => path,
                     };
                     let plain = in_plain_words(strip_position(&message), &field);
                     ApiError::invalid_field(field, plain)
