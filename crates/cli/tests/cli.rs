@@ -257,6 +257,26 @@ async fn the_cli_enqueues_reports_and_cancels() {
     );
     let stored: serde_json::Value = serde_json::from_slice(&stored.stdout).unwrap();
     assert_eq!(stored["payload"], serde_json::json!({}));
+    // Numbers a 64-bit integer or a double holds are stored as written.
+    let numbers = r#"{"n": 18446744073709551615, "f": 0.30000000000000004}"#;
+    let exact = jobwire(
+        &db.url,
+        &["enqueue", "noop", "--payload", numbers, "--json"],
+    );
+    assert!(exact.status.success(), "{}", stderr(&exact));
+    let exact: serde_json::Value = serde_json::from_slice(&exact.stdout).unwrap();
+    let pool = db.pool().await;
+    let stored: String =
+        sqlx::query_scalar("SELECT payload::text FROM jobs WHERE job_id = $1::text::uuid")
+            .bind(exact["job_id"].as_str().unwrap())
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        stored,
+        r#"{"f": 0.30000000000000004, "n": 18446744073709551615}"#
+    );
+    pool.close().await;
 
     let cancel = jobwire(&db.url, &["cancel", &job_id]);
     assert!(stdout(&cancel).contains("cancelled"), "{}", stdout(&cancel));
@@ -270,7 +290,7 @@ async fn the_cli_enqueues_reports_and_cancels() {
 async fn bad_command_line_input_gets_a_clear_error_and_writes_nothing() {
     let db = FreshDatabase::create().await;
     assert!(jobwire(&db.url, &["migrate"]).status.success());
-    let cases: [(&[&str], &str); 16] = [
+    let cases: [(&[&str], &str); 17] = [
         (
             &["serve", "--metrics-interval-ms", "20000"],
             "20000 is not in 1..=10000",
@@ -294,6 +314,15 @@ async fn bad_command_line_input_gets_a_clear_error_and_writes_nothing() {
         (
             &["enqueue", "noop", "--payload", "{not json"],
             "not valid JSON",
+        ),
+        (
+            &[
+                "enqueue",
+                "noop",
+                "--payload",
+                r#"{"id": 123456789012345678901234567890}"#,
+            ],
+            "the number 123456789012345678901234567890, which would be stored as another",
         ),
         (&["enqueue", ""], "must not be empty"),
         (&["enqueue", "noop", "--max-attempts", "0"], "at least 1"),

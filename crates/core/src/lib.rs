@@ -15,6 +15,7 @@
 pub mod backoff;
 pub mod effects;
 mod error;
+pub mod json_numbers;
 mod model;
 pub mod schedule;
 mod schema;

@@ -1,6 +1,6 @@
 //! `jobwire enqueue`: its arguments and enqueueing one job.
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use chrono::{DateTime, TimeDelta, Utc};
 use jobwire_core::NewJob;
 use sqlx::PgPool;
@@ -27,6 +27,17 @@ impl JobFields {
     pub(crate) fn into_job(self, job_type: String) -> Result<NewJob> {
         let mut payload: serde_json::Value = serde_json::from_str(&self.payload)
             .with_context(|| format!("--payload is not valid JSON: {}", self.payload))?;
+        // As over HTTP: a number the parsed payload would hold as another
+        // (past 64 bits, more digits than a double's) is refused, not rounded.
+        if let Some(number) =
+            jobwire_core::json_numbers::first_inexact_number(self.payload.as_bytes())
+        {
+            bail!(
+                "--payload holds the number {number}, which would be stored as another \
+                 (numbers are kept as 64-bit integers or doubles, at most 17 significant digits): \
+                 write it as a string"
+            );
+        }
         // `null` is "no payload", as over HTTP: the default `{}`.
         if payload.is_null() {
             payload = serde_json::json!({});

@@ -16,7 +16,7 @@ use super::error::ApiError;
 /// 413 over the body limit, 400 `MALFORMED_JSON` for bad syntax, 400
 /// `INVALID_FIELD` (naming the field) for a wrong type, a missing field or
 /// an unknown one, or (naming `body`) for a body that is not an object or
-/// carries a number it would store rounded (see `exact_numbers`).
+/// carries a number it would store rounded (see `jobwire_core::json_numbers`).
 pub(crate) struct JsonBody<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
@@ -93,7 +93,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         })?;
         // Trailing bytes after the value ("{}{}") are malformed JSON too.
         deserializer.end().map_err(|err| malformed(&err))?;
-        if let Some(number) = super::exact_numbers::first_inexact_number(&bytes) {
+        if let Some(number) = jobwire_core::json_numbers::first_inexact_number(&bytes) {
             return Err(ApiError::invalid_field(
                 "body",
                 format!(

@@ -16,7 +16,6 @@ mod auth;
 pub(crate) mod dead_letter;
 mod enqueue_batch;
 pub(crate) mod error;
-mod exact_numbers;
 pub(crate) mod extract;
 mod health;
 mod jobs;

@@ -1,16 +1,20 @@
-//! Numbers a body carries must reach the table as they were sent.
+//! Numbers a JSON payload carries must reach the table as they were sent.
 //!
-//! The API parses bodies into `serde_json::Value`, which keeps a number as a
-//! 64-bit integer or a double. A number that is neither (an integer past 64
-//! bits, more significant digits than a double's text has) would be stored
-//! as the nearest double, without a word, where `jobwire_enqueue` in SQL
-//! keeps it exact (jsonb stores numerics as written). Such a body is
-//! refused instead, with the number named, so that nothing is written
-//! altered.
+//! A payload read into `serde_json::Value` keeps a number as a 64-bit
+//! integer or a double. A number that is neither (an integer past 64 bits,
+//! more significant digits than a double's text has) would be stored as the
+//! nearest double, without a word, where `jobwire_enqueue` in SQL keeps it
+//! exact (jsonb stores numerics as written). The HTTP API and the command
+//! line read payload text, so they check it with [`first_inexact_number`]
+//! and refuse such a payload, with the number named, so that nothing is
+//! written altered. (A Rust caller hands over a `Value` already.)
 
-/// The first number literal in the JSON `body` that is not a 64-bit
-/// integer's or a double's (see [`survives`]).
-pub(crate) fn first_inexact_number(body: &[u8]) -> Option<String> {
+/// The first number literal in the JSON text `body` that a `Value` would
+/// not keep as written: not an integer a 64-bit integer holds, nor a number
+/// with a fraction or an exponent that a double holds to the digits sent
+/// (at most 17 significant digits, not so small it becomes 0). `body` must
+/// have parsed as JSON already.
+pub fn first_inexact_number(body: &[u8]) -> Option<String> {
     let mut in_string = false;
     let mut escaped = false;
     let mut i = 0;
