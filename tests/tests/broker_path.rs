@@ -411,6 +411,10 @@ impl Transport for Doubling {
         "doubling"
     }
 
+    fn address(&self) -> String {
+        self.0.address()
+    }
+
     fn capabilities(&self) -> Capabilities {
         self.0.capabilities()
     }
@@ -803,6 +807,10 @@ struct Swallowing(Arc<dyn Transport>);
 impl Transport for Swallowing {
     fn name(&self) -> &'static str {
         "swallowing"
+    }
+
+    fn address(&self) -> String {
+        self.0.address()
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -95,6 +95,10 @@ impl Transport for TimedTransport {
         self.inner.name()
     }
 
+    fn address(&self) -> String {
+        self.inner.address()
+    }
+
     fn capabilities(&self) -> Capabilities {
         self.inner.capabilities()
     }

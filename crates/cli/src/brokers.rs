@@ -204,9 +204,10 @@ pub(crate) async fn declare_dispatch(
         {
             transport.check().await.map_err(|err| {
                 anyhow::anyhow!(
-                    "cannot reach the broker ({name}): {err}; queue {queue} stays where it is ({current}). \
+                    "cannot reach the broker ({name} at {address}): {err}; queue {queue} stays where it is ({current}). \
                      Check the broker's address and credentials, or start it, then start the worker again",
-                    name = transport.name()
+                    name = transport.name(),
+                    address = transport.address()
                 )
             })?;
             broker_reached = true;

@@ -1013,7 +1013,10 @@ async fn a_worker_does_not_move_a_queue_to_a_broker_it_cannot_reach() {
     )
     .await;
     assert!(!refused.status.success());
-    assert_says(&stderr(&refused), "cannot reach the broker (rabbitmq)");
+    assert_says(
+        &stderr(&refused),
+        "cannot reach the broker (rabbitmq at 127.0.0.1:1 (vhost /))",
+    );
     assert_says(
         &stderr(&refused),
         "queue imports stays where it is (postgres)",

@@ -203,6 +203,17 @@ async fn a_relay_that_cannot_log_in_says_so_at_start() {
         reported.contains("ACCESS_REFUSED") || reported.contains("refused"),
         "the report gives the broker's reason: {reported}"
     );
+    // Where the broker is, for the operator to check; never the password.
+    let host_and_port = amqp_url()
+        .split_once('@')
+        .and_then(|(_, rest)| rest.split_once('/'))
+        .map(|(host_and_port, _)| host_and_port.to_owned())
+        .unwrap();
+    assert!(
+        reported.contains(&format!("address={host_and_port}")),
+        "{reported}"
+    );
+    assert!(!reported.contains("not-the-password"), "{reported}");
     assert!(still_running, "the relay keeps running: {reported}");
     db.drop_database().await;
 }

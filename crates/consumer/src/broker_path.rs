@@ -66,7 +66,8 @@ async fn subscribe(
             }
             Err(err) => {
                 failures = failures.saturating_add(1);
-                tracing::warn!(%topic, error = %err, "cannot subscribe; retrying");
+                tracing::warn!(%topic, broker = %queue.transport.address(), error = %err,
+                    "cannot subscribe; retrying");
                 let mut wait = pause.next_after_failure();
                 if stop.is_cancelled() {
                     return None;

@@ -234,7 +234,13 @@ impl Worker {
             .map(|(queue, dispatch)| format!("{}={} ({dispatch})", queue.name, queue.concurrency))
             .collect::<Vec<_>>()
             .join(", ");
-        tracing::info!(worker_id = runtime.worker_id(), queues = %serving, "worker started");
+        // Where the broker is, for an operator reading why a queue idles.
+        let broker = self
+            .transport
+            .as_ref()
+            .map(|transport| format!("{} at {}", transport.name(), transport.address()));
+        tracing::info!(worker_id = runtime.worker_id(), queues = %serving, broker = broker.as_deref(),
+            "worker started");
 
         let stop_fetching = shutdown.child_token();
         let wake_ups: HashMap<String, Arc<Notify>> = dispatches

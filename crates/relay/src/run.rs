@@ -105,6 +105,7 @@ impl Relay {
         // The settings in effect, for an operator tuning them.
         tracing::info!(
             transport = relay.transport.name(),
+            address = %relay.transport.address(),
             batch_size = relay.config.batch_size,
             concurrency = relay.config.concurrency,
             "relay started"
@@ -266,9 +267,14 @@ async fn report_broker_reachability(transport: Arc<dyn Transport>, shutdown: Can
     tokio::select! {
         () = shutdown.cancelled() => {}
         checked = transport.check() => match checked {
-            Ok(()) => tracing::info!(transport = transport.name(), "broker reachable"),
+            Ok(()) => tracing::info!(
+                transport = transport.name(),
+                address = %transport.address(),
+                "broker reachable"
+            ),
             Err(err) => tracing::error!(
                 transport = transport.name(),
+                address = %transport.address(),
                 error = %err,
                 "cannot reach the broker; outbox rows wait in the outbox until it answers"
             ),

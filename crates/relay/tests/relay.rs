@@ -514,6 +514,10 @@ impl Transport for Hanging {
         "hanging"
     }
 
+    fn address(&self) -> String {
+        "nowhere".to_owned()
+    }
+
     fn capabilities(&self) -> jobwire_transport::Capabilities {
         MemoryTransport::default().capabilities()
     }
@@ -550,6 +554,10 @@ struct Slow {
 impl Transport for Slow {
     fn name(&self) -> &'static str {
         "slow"
+    }
+
+    fn address(&self) -> String {
+        self.inner.address()
     }
 
     fn capabilities(&self) -> jobwire_transport::Capabilities {

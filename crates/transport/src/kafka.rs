@@ -269,6 +269,10 @@ impl Transport for KafkaTransport {
         "kafka"
     }
 
+    fn address(&self) -> String {
+        self.shared.config.bootstrap.clone()
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             // No per-message redelivery: the jobs table does retries.

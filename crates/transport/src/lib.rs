@@ -215,6 +215,10 @@ pub trait Transport: Send + Sync {
     /// Short name for logs and metrics (`rabbitmq`, `sqs`, `kafka`, `memory`).
     fn name(&self) -> &'static str;
 
+    /// Where the broker is, for logs and errors an operator reads: host and
+    /// port (or endpoint, or region), never credentials.
+    fn address(&self) -> String;
+
     /// What this implementation can do.
     fn capabilities(&self) -> Capabilities;
 

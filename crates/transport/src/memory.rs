@@ -132,6 +132,10 @@ impl Transport for MemoryTransport {
         "memory"
     }
 
+    fn address(&self) -> String {
+        "in this process".to_owned()
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             nack_requeues: true,

@@ -65,6 +65,18 @@ impl RabbitConfig {
             publish_sessions: 4,
         }
     }
+
+    /// The broker's host, port and vhost from `url`, without the user and
+    /// password (the URL itself when it does not parse: lapin will say why).
+    pub fn address(&self) -> String {
+        match self.url.parse::<lapin::uri::AMQPUri>() {
+            Ok(uri) => format!(
+                "{}:{} (vhost {})",
+                uri.authority.host, uri.authority.port, uri.vhost
+            ),
+            Err(_) => "an AMQP URL that does not parse".to_owned(),
+        }
+    }
 }
 
 /// A connection and a confirm-mode channel, with the queues declared on it.
@@ -375,6 +387,10 @@ const KEY_HEADER: &str = "jobwire-key";
 impl Transport for RabbitTransport {
     fn name(&self) -> &'static str {
         "rabbitmq"
+    }
+
+    fn address(&self) -> String {
+        self.config.address()
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -825,6 +841,17 @@ impl Subscriber for RabbitSubscriber {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_address_names_host_port_and_vhost_but_no_credentials() {
+        let config = RabbitConfig::new("amqp://jobs:s3cret@broker.internal:5673/prod");
+        assert_eq!(config.address(), "broker.internal:5673 (vhost prod)");
+        // The default port and the encoded default vhost.
+        let config = RabbitConfig::new("amqp://jobs:s3cret@broker.internal/%2f");
+        assert_eq!(config.address(), "broker.internal:5672 (vhost /)");
+        let config = RabbitConfig::new("jobs:s3cret@broker.internal");
+        assert!(!config.address().contains("s3cret"), "{}", config.address());
+    }
 
     #[tokio::test]
     async fn a_publish_takes_a_session_no_other_publish_holds() {

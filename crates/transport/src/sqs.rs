@@ -321,6 +321,13 @@ impl Transport for SqsTransport {
         "sqs"
     }
 
+    fn address(&self) -> String {
+        match &self.config.endpoint {
+            Some(endpoint) => format!("{endpoint} (region {})", self.config.region),
+            None => format!("AWS region {}", self.config.region),
+        }
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             nack_requeues: true,
