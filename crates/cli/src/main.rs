@@ -144,8 +144,11 @@ async fn main() -> Result<()> {
         | Command::Bench(_)
         | Command::BenchSchedules(_)
         | Command::BenchHttp(_)
-        | Command::Faults(_) => "info",
-        _ => "warn",
+        // lapin logs each failed RabbitMQ connection as an ERROR of its
+        // own, beside jobwire's line that names the broker and what it
+        // does next (RUST_LOG=info,lapin=debug brings them back).
+        | Command::Faults(_) => "info,lapin=off",
+        _ => "warn,lapin=off",
     };
     let telemetry = telemetry::init(default_filter)?;
     let result = dispatch(cli).await;

@@ -1313,9 +1313,11 @@ async fn run_takes_the_relays_settings() {
             "--no-scheduler",
             "--shutdown-timeout-s",
             "1",
+            "--listen",
+            "127.0.0.1:0",
         ])
         .env("DATABASE_URL", &db.url)
-        .env("RUST_LOG", "warn,jobwire_relay=info")
+        .env("RUST_LOG", "warn,jobwire_relay=info,jobwire_server=info")
         .stdout(Stdio::piped())
         .stderr(Stdio::from(std::fs::File::create(&log_path).unwrap()))
         .spawn()
@@ -1372,6 +1374,14 @@ async fn run_takes_the_relays_settings() {
     assert_says(&log, "relay started");
     assert_says(&log, "batch_size=7");
     assert_says(&log, "concurrency=2");
+    // Each part says that it stopped, the relay with what it did.
+    let stopped = log
+        .lines()
+        .find(|line| line.contains("relay stopped:"))
+        .unwrap_or_else(|| panic!("no stop line in:\n{log}"));
+    assert_says(stopped, "published=30");
+    assert_says(&log, "HTTP API listening");
+    assert_says(&log, "HTTP API stopped");
     pool.close().await;
     db.drop_database().await;
 }

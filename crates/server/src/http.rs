@@ -78,7 +78,7 @@ impl HttpServer {
         });
         let serve = axum::serve(listener, self.router)
             .with_graceful_shutdown(shutdown.clone().cancelled_owned());
-        tokio::select! {
+        let served = tokio::select! {
             served = serve => served,
             _ = async {
                 shutdown.cancelled().await;
@@ -87,6 +87,12 @@ impl HttpServer {
                 tracing::warn!("HTTP requests still under way after the shutdown grace; closing them");
                 Ok(())
             }
+        };
+        // The matching line to "listening": an operator stopping the
+        // server sees that it has.
+        if served.is_ok() {
+            tracing::info!(%addr, "{} stopped", self.serves);
         }
+        served
     }
 }
