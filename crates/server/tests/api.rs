@@ -684,6 +684,11 @@ async fn schedules_over_http(pool: PgPool) {
             (400, Some(field)),
             "{bad} -> {body}"
         );
+        // A number outside its type says the field's own range, not the type's.
+        if bad["jitterSeconds"] == -1 {
+            let message = body["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains("from 0 to 86400"), "{body}");
+        }
     }
     let (status, body) = parts(
         api.client
