@@ -1,5 +1,7 @@
 //! `jobwire`: operate a jobwire database from the command line.
 
+use std::process::ExitCode;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use cmd::bench::BenchArgs;
@@ -25,6 +27,7 @@ mod brokers;
 mod cmd;
 mod database;
 mod demo;
+mod failure;
 mod faults;
 mod metrics;
 mod shutdown;
@@ -134,7 +137,17 @@ enum Command {
 }
 
 #[tokio::main]
-async fn main() -> Result<()> {
+async fn main() -> ExitCode {
+    match main_result().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("{}", failure::report(&err));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn main_result() -> Result<()> {
     let cli = Cli::parse();
     let default_filter = match cli.command {
         Command::Worker(_)
@@ -177,7 +190,10 @@ async fn dispatch(cli: Cli) -> Result<()> {
                 application_name(&command),
             )
             .await?;
-            run(command, pool).await.map_err(database::explain)
+            run(command, pool)
+                .await
+                .map_err(database::explain)
+                .map_err(failure::in_flag_terms)
         }
     }
 }

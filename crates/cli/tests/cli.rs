@@ -290,7 +290,7 @@ async fn the_cli_enqueues_reports_and_cancels() {
 async fn bad_command_line_input_gets_a_clear_error_and_writes_nothing() {
     let db = FreshDatabase::create().await;
     assert!(jobwire(&db.url, &["migrate"]).status.success());
-    let cases: [(&[&str], &str); 17] = [
+    let cases: [(&[&str], &str); 20] = [
         (
             &["serve", "--metrics-interval-ms", "20000"],
             "20000 is not in 1..=10000",
@@ -359,6 +359,35 @@ async fn bad_command_line_input_gets_a_clear_error_and_writes_nothing() {
             ],
             "0 is not in 1..=10000",
         ),
+        // The library's verdicts name the flag, not its argument's name.
+        (
+            &[
+                "schedule",
+                "put",
+                "nightly",
+                "--cron",
+                "0 2 * * *",
+                "--type",
+                "report",
+                "--max-attempts",
+                "0",
+            ],
+            "invalid --max-attempts: must be at least 1",
+        ),
+        (
+            &[
+                "queue",
+                "limit",
+                "imports",
+                "--max-queued",
+                "5",
+                "--shed-depth",
+                "7",
+                "--shed-priority",
+                "0",
+            ],
+            "invalid --shed-depth: 7 is not below",
+        ),
         (
             &["enqueue", "noop", "--tenant", "acme", "--queue", " "],
             "queue",
@@ -383,7 +412,11 @@ async fn bad_command_line_input_gets_a_clear_error_and_writes_nothing() {
         ),
         (
             &["replay", "--job-type", "report", "--limit", "0"],
-            "0 is not in 1..",
+            "0 is not at least 1 (leave --limit out",
+        ),
+        (
+            &["outbox", "replay", "--id", "abc"],
+            "\"abc\" is not an outbox row id",
         ),
     ];
     for (args, message) in cases {
@@ -395,6 +428,20 @@ async fn bad_command_line_input_gets_a_clear_error_and_writes_nothing() {
             stderr(&output)
         );
     }
+    // A mistake is one line, even where the shell keeps RUST_BACKTRACE set.
+    let with_backtrace = Command::new(JOBWIRE)
+        .args(["status", "01a226f7-0000-7000-8000-000000000000"])
+        .env("DATABASE_URL", &db.url)
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .unwrap();
+    assert!(!with_backtrace.status.success());
+    assert_eq!(
+        stderr(&with_backtrace).trim_end().lines().count(),
+        1,
+        "{}",
+        stderr(&with_backtrace)
+    );
     let pool = db.pool().await;
     let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
         .fetch_one(&pool)

@@ -21,7 +21,7 @@ pub(crate) enum OutboxCommand {
 #[derive(clap::Args)]
 pub(crate) struct OutboxReplayArgs {
     /// Replay these outbox ids.
-    #[arg(long = "id")]
+    #[arg(long = "id", value_parser = outbox_id)]
     ids: Vec<i64>,
     /// Replay rows of this topic.
     #[arg(long)]
@@ -148,4 +148,11 @@ async fn replay(pool: &PgPool, args: OutboxReplayArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `--id`: an outbox row's id, a whole number as `outbox dead-letters` lists.
+fn outbox_id(text: &str) -> Result<i64, String> {
+    text.parse::<i64>().map_err(|_| {
+        format!("{text:?} is not an outbox row id: a whole number, as `jobwire outbox dead-letters` lists them")
+    })
 }

@@ -30,7 +30,7 @@ pub(crate) struct ReplayArgs {
     #[arg(long, value_parser = super::time_arg::rfc3339_time)]
     until: Option<DateTime<Utc>>,
     /// Most jobs a group replay requeues (default: every match).
-    #[arg(long, value_parser = clap::value_parser!(i64).range(1..))]
+    #[arg(long, value_parser = replay_limit, allow_negative_numbers = true)]
     limit: Option<i64>,
     /// Who is replaying (recorded in job_audit).
     #[arg(long, env = "USER", default_value = "operator")]
@@ -84,4 +84,15 @@ pub(crate) async fn replay(pool: &PgPool, args: ReplayArgs) -> Result<()> {
         replay.until.to_rfc3339()
     );
     Ok(())
+}
+
+/// `--limit`: a whole number of jobs, at least 1.
+fn replay_limit(text: &str) -> Result<i64, String> {
+    match text.parse::<i64>() {
+        Ok(limit) if limit >= 1 => Ok(limit),
+        Ok(_) => Err(format!(
+            "{text} is not at least 1 (leave --limit out to replay every match)"
+        )),
+        Err(_) => Err(format!("{text:?} is not a whole number of jobs")),
+    }
 }

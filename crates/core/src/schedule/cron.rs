@@ -57,12 +57,10 @@ impl CronSchedule {
             .parse(expression)
             .map_err(|err| Error::InvalidArgument {
                 argument: "cron",
-                reason: match field_at_fault(&parser, expression) {
-                    Some(field) => {
-                        format!("{expression:?} is not a cron expression: {field}: {err}")
-                    }
-                    None => format!("{expression:?} is not a cron expression: {err}"),
-                },
+                reason: format!(
+                    "{expression:?} is not a cron expression: {}",
+                    what_is_wrong(&parser, expression, &err.to_string())
+                ),
             })?;
         let zone: Tz = timezone.parse().map_err(|_| Error::InvalidArgument {
             argument: "timezone",
@@ -217,26 +215,52 @@ impl CronSchedule {
 /// one at fault (none when no single field is, e.g. a wrong field count).
 fn field_at_fault(parser: &CronParser, expression: &str) -> Option<String> {
     let fields: Vec<&str> = expression.split_whitespace().collect();
-    let names: &[&str] = match fields.len() {
-        5 => &["minute", "hour", "day-of-month", "month", "day-of-week"],
-        6 => &[
-            "second",
-            "minute",
-            "hour",
-            "day-of-month",
-            "month",
-            "day-of-week",
-        ],
+    // Each field's name and the values it takes.
+    let named: &[(&str, &str)] = match fields.len() {
+        5 => &FIELDS[1..],
+        6 => &FIELDS,
         _ => return None,
     };
     (0..fields.len()).find_map(|at| {
         let mut fixed = fields.clone();
         fixed[at] = "*";
-        parser
-            .parse(&fixed.join(" "))
-            .is_ok()
-            .then(|| format!("the {} field {:?}", names[at], fields[at]))
+        let (name, values) = named[at];
+        parser.parse(&fixed.join(" ")).is_ok().then(|| {
+            format!(
+                "the {name} field {:?} is not valid: it takes {values}",
+                fields[at]
+            )
+        })
     })
+}
+
+/// A cron's fields in order (the second only in a 6-field expression), with
+/// the values each takes.
+const FIELDS: [(&str, &str); 6] = [
+    ("second", "0-59"),
+    ("minute", "0-59"),
+    ("hour", "0-23"),
+    ("day-of-month", "1-31"),
+    ("month", "1-12 or JAN-DEC"),
+    ("day-of-week", "0-7 or SUN-SAT (0 and 7 are Sunday)"),
+];
+
+/// What is wrong with `expression`, which did not parse (`parser_said`):
+/// the field at fault with the values it takes, or the count of fields.
+/// The parser's own words name its settings ("when years are disallowed")
+/// and its internals ("Component error"), which a user cannot act on.
+fn what_is_wrong(parser: &CronParser, expression: &str, parser_said: &str) -> String {
+    if let Some(field) = field_at_fault(parser, expression) {
+        return field;
+    }
+    let count = expression.split_whitespace().count();
+    if !expression.starts_with('@') && !matches!(count, 5 | 6) {
+        return format!(
+            "it has {count} field(s); a cron has 5 (minute hour day-of-month month \
+             day-of-week), or 6 with a second first, and no year"
+        );
+    }
+    parser_said.to_owned()
 }
 
 /// Whether a cron's hour field is `*` or a step (`*/2`, `0-23/2`): such a
@@ -297,9 +321,21 @@ mod tests {
                 .to_string();
             assert!(err.contains(field), "{expression}: {err}");
         }
-        // A wrong field count has no one field at fault.
-        let err = CronSchedule::parse("0 8 *", "UTC").unwrap_err().to_string();
-        assert!(!err.contains(" field \""), "{err}");
+        // The values the field takes, in words a user can act on.
+        let err = CronSchedule::parse("61 8 * * *", "UTC")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("it takes 0-59"), "{err}");
+        assert!(!err.contains("Component error"), "{err}");
+        // A wrong field count has no one field at fault: the count is said.
+        for (expression, count) in [("0 8 *", "3"), ("0 0 8 * * * 2026", "7")] {
+            let err = CronSchedule::parse(expression, "UTC")
+                .unwrap_err()
+                .to_string();
+            assert!(!err.contains(" field \""), "{err}");
+            assert!(err.contains(&format!("it has {count} field(s)")), "{err}");
+            assert!(!err.contains("disallowed"), "{err}");
+        }
         let err = CronSchedule::parse("0 8 * * *", "Mars/Olympus")
             .unwrap_err()
             .to_string();

@@ -1,0 +1,120 @@
+//! How a failed command reads: in the command line's own terms (a flag, not
+//! the library's argument name) and without a backtrace. `RUST_BACKTRACE=1`,
+//! kept set in many shells, made anyhow print 35 frames under every typo;
+//! a panic still prints its backtrace, as Rust's runtime does.
+
+use std::fmt::Write as _;
+
+use jobwire_core::Error as Core;
+
+/// `err` with a rejected argument named as the command line spells it:
+/// `invalid --max-attempts: must be at least 1, got 0`, not `invalid job:
+/// max_attempts: …`. Errors of any other kind pass unchanged.
+pub(crate) fn in_flag_terms(err: anyhow::Error) -> anyhow::Error {
+    // Only an error that is the library's verdict alone: a context added
+    // around it says something of its own, kept as it is.
+    if err.chain().count() > 1 {
+        return err;
+    }
+    match err.downcast_ref::<Core>() {
+        Some(Core::InvalidJob { field, reason }) => {
+            anyhow::anyhow!("invalid {}: {reason}", flag_for(field))
+        }
+        Some(Core::InvalidArgument { argument, reason }) => {
+            anyhow::anyhow!("invalid {}: {reason}", flag_for(argument))
+        }
+        _ => err,
+    }
+}
+
+/// The flag (or word) that sets what the library calls `name`.
+fn flag_for(name: &str) -> String {
+    match name {
+        "job_type" => "job type",
+        "max_attempts" => "--max-attempts",
+        "dedup_key" => "--dedup-key",
+        "run_at" => "--run-at",
+        "error_code" => "--error-code",
+        "jitter_seconds" => "--jitter-seconds",
+        "max_catch_up" => "--max-catch-up",
+        "max_running" => "--max-running",
+        "max_queued" => "--max-queued",
+        "shed_depth" => "--shed-depth",
+        "enqueue_rate.jobs" | "enqueue_rate.per_seconds" => "--enqueue-rate",
+        other => return other.replace('_', " "),
+    }
+    .to_owned()
+}
+
+/// The message for standard error: `Error: …`, then each cause as anyhow
+/// lists them, but no backtrace.
+pub(crate) fn report(err: &anyhow::Error) -> String {
+    let mut text = format!("Error: {err}");
+    let causes: Vec<String> = err.chain().skip(1).map(ToString::to_string).collect();
+    match causes.as_slice() {
+        [] => {}
+        [only] => {
+            let _ = write!(text, "\n\nCaused by:\n    {only}");
+        }
+        many => {
+            text.push_str("\n\nCaused by:");
+            for (index, cause) in many.iter().enumerate() {
+                let _ = write!(text, "\n    {index}: {cause}");
+            }
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rejected_argument_is_named_by_its_flag() {
+        let err = in_flag_terms(
+            Core::InvalidJob {
+                field: "max_attempts",
+                reason: "must be at least 1, got 0".into(),
+            }
+            .into(),
+        );
+        assert_eq!(
+            err.to_string(),
+            "invalid --max-attempts: must be at least 1, got 0"
+        );
+        let err = in_flag_terms(
+            Core::InvalidArgument {
+                argument: "shed_depth",
+                reason: "7 is not below 5".into(),
+            }
+            .into(),
+        );
+        assert_eq!(err.to_string(), "invalid --shed-depth: 7 is not below 5");
+        // With a context of its own, the message stays as it was.
+        let wrapped = anyhow::Error::from(Core::InvalidArgument {
+            argument: "shed_depth",
+            reason: "7 is not below 5".into(),
+        })
+        .context("cannot set the limits");
+        assert_eq!(in_flag_terms(wrapped).to_string(), "cannot set the limits");
+    }
+
+    #[test]
+    fn the_report_lists_causes_and_no_backtrace() {
+        let single = anyhow::anyhow!("no such job");
+        assert_eq!(report(&single), "Error: no such job");
+        let two = anyhow::anyhow!("refused").context("cannot connect");
+        assert_eq!(
+            report(&two),
+            "Error: cannot connect\n\nCaused by:\n    refused"
+        );
+        let three = anyhow::anyhow!("refused")
+            .context("cannot connect")
+            .context("cannot start");
+        assert_eq!(
+            report(&three),
+            "Error: cannot start\n\nCaused by:\n    0: cannot connect\n    1: refused"
+        );
+    }
+}
