@@ -969,6 +969,20 @@ async fn queues_are_listed_paused_and_resumed_from_the_command_line() {
     let typo = jobwire(&db.url, &["queue", "pause", "imprts"]);
     assert!(typo.status.success(), "{}", stderr(&typo));
     assert_says(&stderr(&typo), "note: no queue");
+    // So do the limits and tenants of a name never seen, read or set; a
+    // known queue's are read without the note.
+    for args in [
+        &["queue", "limits", "imprtz"][..],
+        &["tenant", "list", "imprtz"],
+        &["tenant", "set", "imprtz", "--max-running", "2"],
+        &["queue", "limit", "imprtx", "--max-queued", "10"],
+    ] {
+        let typo = jobwire(&db.url, args);
+        assert!(typo.status.success(), "{args:?}: {}", stderr(&typo));
+        assert_says(&stderr(&typo), "note: no queue");
+    }
+    let known = jobwire(&db.url, &["queue", "limits", "imports"]);
+    assert!(!stderr(&known).contains("note:"), "{}", stderr(&known));
     let blank = jobwire(&db.url, &["queue", "pause", " "]);
     assert!(!blank.status.success(), "a blank queue name was paused");
 

@@ -109,11 +109,17 @@ pub(crate) async fn queue(pool: &PgPool, command: QueueCommand) -> Result<()> {
                     }
                 }
             }
+            // Known or not before the limits declare it.
+            let known = jobwire_core::queue_is_known(pool, &queue).await?;
             jobwire_core::set_queue_limits(pool, &queue, &limits).await?;
             print_limits(&queue, &limits);
+            if !known {
+                super::queue_state::note_unknown(&queue);
+            }
         }
         QueueCommand::Limits { queue, json } => {
             let limits = jobwire_core::queue_limits(pool, &queue).await?;
+            super::queue_state::note_if_unknown(pool, &queue).await?;
             if json {
                 /// The queue's name beside its limits, as `tenant list --json` has it.
                 #[derive(serde::Serialize)]

@@ -60,9 +60,23 @@ pub(crate) async fn set_paused(pool: &PgPool, queue: &str, paused: bool) -> Resu
         );
     }
     if !known {
-        eprintln!(
-            "note: no queue {queue:?} was declared or held a job; check the name with `jobwire queue list`"
-        );
+        note_unknown(queue);
+    }
+    Ok(())
+}
+
+/// Say on stderr that no queue `queue` was declared or held a job: a
+/// command on such a queue works (it may come), but is most often a typo.
+pub(crate) fn note_unknown(queue: &str) {
+    eprintln!(
+        "note: no queue {queue:?} was declared or held a job; check the name with `jobwire queue list`"
+    );
+}
+
+/// [`note_unknown`], when no queue `queue` is known.
+pub(crate) async fn note_if_unknown(pool: &PgPool, queue: &str) -> Result<()> {
+    if !jobwire_core::queue_is_known(pool, queue).await? {
+        note_unknown(queue);
     }
     Ok(())
 }

@@ -152,7 +152,11 @@ pub(crate) async fn tenant(pool: &PgPool, command: TenantCommand) -> Result<()> 
             if let Some(change) = enqueue_rate {
                 change.apply(&mut limits.enqueue_rate);
             }
+            let known = jobwire_core::queue_is_known(pool, &queue).await?;
             jobwire_core::set_tenant_limits(pool, &queue, tenant.as_deref(), &limits).await?;
+            if !known {
+                super::queue_state::note_unknown(&queue);
+            }
             let whom = match &tenant {
                 Some(tenant) => format!("tenant {tenant:?}"),
                 None => "every tenant".to_owned(),
@@ -187,6 +191,7 @@ pub(crate) async fn tenant(pool: &PgPool, command: TenantCommand) -> Result<()> 
         }
         TenantCommand::List { queue, json } => {
             let caps = jobwire_core::tenant_caps(pool, &queue).await?;
+            super::queue_state::note_if_unknown(pool, &queue).await?;
             if json {
                 outln!("{}", serde_json::to_string_pretty(&caps)?);
                 return Ok(());
