@@ -174,8 +174,16 @@ fn print_schedule(schedule: &Schedule, now: DateTime<Utc>) -> Result<()> {
         schedule.missed,
         schedule.max_catch_up
     );
-    match &schedule.last_fired_for {
-        Some(at) => outln!("  last fired {}", at.to_rfc3339()),
+    // Every time in the schedule's zone, then in UTC, as the next runs.
+    let zoned_and_utc = |at: DateTime<Utc>| {
+        format!(
+            "{}  ({})",
+            at.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S %Z"),
+            at.format("%Y-%m-%dT%H:%M:%SZ"),
+        )
+    };
+    match schedule.last_fired_for {
+        Some(at) => outln!("  last fired {}", zoned_and_utc(at)),
         None => outln!("  last fired never"),
     }
     for (i, at) in schedule.upcoming(3)?.into_iter().enumerate() {
@@ -190,11 +198,7 @@ fn print_schedule(schedule: &Schedule, now: DateTime<Utc>) -> Result<()> {
             ),
             _ => "  OVERDUE".into(),
         };
-        outln!(
-            "  next       {}  ({}){overdue}",
-            at.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S %Z"),
-            at.format("%Y-%m-%dT%H:%M:%SZ"),
-        );
+        outln!("  next       {}{overdue}", zoned_and_utc(at));
     }
     Ok(())
 }
