@@ -33,7 +33,12 @@ pub struct RuntimeConfig {
     pub lease: Duration,
     /// How long a cancelled handler gets to return before it is aborted.
     pub cancel_grace: Duration,
-    /// Most outcomes written by one completion statement.
+    /// Most outcomes written by one completion statement. One completer
+    /// writes for every queue of the process, one statement at a time: at
+    /// 500, two busy claim loops (two queues, or one queue given twice)
+    /// kept it writing full batches back to back, and that bound the
+    /// process (docs/benchmarks.md, "Why two worker processes drained
+    /// faster than one").
     pub completion_batch_size: usize,
     /// How long the completer waits for more outcomes while other jobs this
     /// runtime holds (starting, running, or waiting for a handler slot)
@@ -51,7 +56,7 @@ impl Default for RuntimeConfig {
             worker_id: crate::default_worker_id(),
             lease: Duration::from_secs(30),
             cancel_grace: Duration::from_secs(5),
-            completion_batch_size: 500,
+            completion_batch_size: 2000,
             completion_linger: Duration::from_millis(1),
         }
     }
