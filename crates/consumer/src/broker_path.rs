@@ -66,7 +66,7 @@ async fn subscribe(
             }
             Err(err) => {
                 failures = failures.saturating_add(1);
-                tracing::warn!(%topic, broker = %queue.transport.address(), error = %err,
+                tracing::warn!(%topic, address = %queue.transport.address(), error = %err,
                     "cannot subscribe; retrying");
                 let mut wait = pause.next_after_failure();
                 if stop.is_cancelled() {
@@ -123,6 +123,7 @@ pub(crate) async fn consume_queue(mut queue: BrokerQueue, stop: CancellationToke
     };
     let BrokerQueue {
         runtime,
+        transport,
         topic,
         queue,
         served_from_topic,
@@ -148,7 +149,8 @@ pub(crate) async fn consume_queue(mut queue: BrokerQueue, stop: CancellationToke
         let deliveries = match received {
             Ok(deliveries) => deliveries,
             Err(err) => {
-                tracing::warn!(%topic, error = %err, "receive failed; retrying");
+                tracing::warn!(%topic, address = %transport.address(), error = %err,
+                    "receive failed; retrying");
                 // The broker is away: the table is not.
                 if let Some(net) = &mut safety_net {
                     net.claim_if_due(&runtime, &queue, &mut free).await;

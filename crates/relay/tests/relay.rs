@@ -514,10 +514,6 @@ impl Transport for Hanging {
         "hanging"
     }
 
-    fn address(&self) -> String {
-        "nowhere".to_owned()
-    }
-
     fn capabilities(&self) -> jobwire_transport::Capabilities {
         MemoryTransport::default().capabilities()
     }

@@ -216,8 +216,11 @@ pub trait Transport: Send + Sync {
     fn name(&self) -> &'static str;
 
     /// Where the broker is, for logs and errors an operator reads: host and
-    /// port (or endpoint, or region), never credentials.
-    fn address(&self) -> String;
+    /// port (or endpoint, or region), never credentials. A transport that
+    /// does not say is logged as the default's words.
+    fn address(&self) -> String {
+        "an address this transport does not report".to_owned()
+    }
 
     /// What this implementation can do.
     fn capabilities(&self) -> Capabilities;
