@@ -150,9 +150,11 @@ async fn replay(pool: &PgPool, args: OutboxReplayArgs) -> Result<()> {
     Ok(())
 }
 
-/// `--id`: an outbox row's id, a whole number as `outbox dead-letters` lists.
+/// `--id`: an outbox row's id, a whole number (`job_outbox_dead.id`).
 fn outbox_id(text: &str) -> Result<i64, String> {
     text.parse::<i64>().map_err(|_| {
-        format!("{text:?} is not an outbox row id: a whole number, as `jobwire outbox dead-letters` lists them")
+        format!(
+            "{text:?} is not an outbox row id: a whole number, the id column of job_outbox_dead"
+        )
     })
 }

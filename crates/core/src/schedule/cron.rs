@@ -221,11 +221,13 @@ fn field_at_fault(parser: &CronParser, expression: &str) -> Option<String> {
         6 => &FIELDS,
         _ => return None,
     };
+    // Each field alone among stars: the first that fails is at fault, however
+    // many others do too.
     (0..fields.len()).find_map(|at| {
-        let mut fixed = fields.clone();
-        fixed[at] = "*";
+        let mut alone = vec!["*"; fields.len()];
+        alone[at] = fields[at];
         let (name, values) = named[at];
-        parser.parse(&fixed.join(" ")).is_ok().then(|| {
+        parser.parse(&alone.join(" ")).is_err().then(|| {
             format!(
                 "the {name} field {:?} is not valid: it takes {values}",
                 fields[at]
@@ -253,8 +255,12 @@ fn what_is_wrong(parser: &CronParser, expression: &str, parser_said: &str) -> St
     if let Some(field) = field_at_fault(parser, expression) {
         return field;
     }
+    if expression.starts_with('@') {
+        return "the nicknames are @hourly, @daily, @weekly, @monthly and @yearly (or @annually)"
+            .to_owned();
+    }
     let count = expression.split_whitespace().count();
-    if !expression.starts_with('@') && !matches!(count, 5 | 6) {
+    if !matches!(count, 5 | 6) {
         return format!(
             "it has {count} field(s); a cron has 5 (minute hour day-of-month month \
              day-of-week), or 6 with a second first, and no year"
@@ -321,6 +327,16 @@ mod tests {
                 .to_string();
             assert!(err.contains(field), "{expression}: {err}");
         }
+        // Two fields wrong: the first is named.
+        let err = CronSchedule::parse("61 25 * * *", "UTC")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("the minute field \"61\""), "{err}");
+        // A nickname the parser does not know: the ones it does.
+        let err = CronSchedule::parse("@midnight", "UTC")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("@hourly, @daily"), "{err}");
         // The values the field takes, in words a user can act on.
         let err = CronSchedule::parse("61 8 * * *", "UTC")
             .unwrap_err()
