@@ -12,7 +12,7 @@ use aws_config::BehaviorVersion;
 use aws_config::timeout::TimeoutConfig;
 use aws_credential_types::Credentials;
 use aws_sdk_sqs::Client;
-use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata};
+use aws_sdk_sqs::error::ProvideErrorMetadata;
 use aws_sdk_sqs::types::{
     ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry,
     MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName,
@@ -148,7 +148,7 @@ impl SqsTransport {
             request = request.attributes(QueueAttributeName::FifoQueue, "true");
         }
         let output = request.send().await.map_err(|err| {
-            let text = DisplayErrorContext(&err).to_string();
+            let text = error_text(&err);
             match err.code() {
                 Some(code)
                     if code.contains("InvalidParameter") || code.contains("InvalidAttribute") =>
@@ -287,7 +287,7 @@ impl SqsTransport {
                 }
             }
             Err(err) => {
-                let text = DisplayErrorContext(&err).to_string();
+                let text = error_text(&err);
                 if queue_missing(&err) {
                     // Purged or deleted under us: look it up afresh next time.
                     self.queue_urls.lock().await.retain(|_, known| known != url);
@@ -472,8 +472,27 @@ impl Transport for SqsTransport {
     }
 }
 
+/// An SDK error and its causes, each as its own message, `: ` between:
+/// `dispatch failure: io error: … Connection refused (os error 111)`.
+/// The SDK's `DisplayErrorContext` appends the whole chain's debug form
+/// (`DispatchFailure(DispatchFailure { source: ConnectorError { …`),
+/// which reached operators' logs and the worker's refusal.
+fn error_text(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut cause = Some(err);
+    while let Some(current) = cause {
+        let text = current.to_string();
+        // A wrapper often repeats its source's message: say it once.
+        if !text.is_empty() && parts.last().is_none_or(|last| !last.contains(&text)) {
+            parts.push(text);
+        }
+        cause = current.source();
+    }
+    parts.join(": ")
+}
+
 fn unavailable<E: std::error::Error + 'static>(err: E) -> TransportError {
-    TransportError::Unavailable(DisplayErrorContext(&err).to_string())
+    TransportError::Unavailable(error_text(&err))
 }
 
 /// Whether SQS says the queue is not there: the code is the query
@@ -658,6 +677,17 @@ impl Subscriber for SqsSubscriber {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Nothing listens on port 1: the SDK fails to dispatch. What the
+    /// operator reads is the chain's messages, not its debug form.
+    #[tokio::test]
+    async fn an_unreachable_endpoint_reads_as_messages() {
+        let transport = SqsTransport::new(SqsConfig::local("http://127.0.0.1:1")).await;
+        let err = transport.check().await.unwrap_err().to_string();
+        assert!(err.contains("Connection refused"), "{err}");
+        assert!(!err.contains("DispatchFailure {"), "{err}");
+        assert!(!err.contains("source:"), "{err}");
+    }
 
     #[test]
     fn a_wait_under_a_second_long_polls_for_one_second() {
