@@ -5,6 +5,7 @@ pub(crate) mod bench;
 pub(crate) mod bench_http;
 pub(crate) mod bench_schedules;
 pub(crate) mod cancel;
+pub(crate) mod count_arg;
 pub(crate) mod dead_letters;
 pub(crate) mod enqueue;
 pub(crate) mod job_id_arg;

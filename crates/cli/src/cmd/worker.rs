@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use jobwire_consumer::maintenance::{
     MaintenanceConfig, ReconcilerConfig, SchedulerConfig, SweeperConfig,
 };
@@ -96,11 +96,13 @@ pub(crate) struct RunArgs {
     worker: WorkerArgs,
     /// The in-process relay: most outbox rows per pass (one transaction, one
     /// publish call), as `jobwire relay --batch-size`.
-    #[arg(long, default_value_t = jobwire_relay::RelayConfig::default().batch_size)]
+    #[arg(long, default_value_t = jobwire_relay::RelayConfig::default().batch_size,
+          value_parser = super::count_arg::at_least_one, allow_negative_numbers = true)]
     relay_batch_size: usize,
     /// The in-process relay: parallel drain tasks, as `jobwire relay
     /// --concurrency`.
-    #[arg(long, default_value_t = jobwire_relay::RelayConfig::default().concurrency)]
+    #[arg(long, default_value_t = jobwire_relay::RelayConfig::default().concurrency,
+          value_parser = super::count_arg::at_least_one, allow_negative_numbers = true)]
     relay_concurrency: usize,
 }
 
@@ -119,12 +121,10 @@ pub(crate) async fn run(pool: PgPool, args: RunArgs) -> Result<()> {
 fn parse_queue(spec: &str) -> Result<QueueConfig> {
     match spec.split_once('=') {
         None => Ok(QueueConfig::new(spec, 16)),
-        Some((name, concurrency)) => Ok(QueueConfig::new(
-            name,
-            concurrency
-                .parse()
-                .with_context(|| format!("bad concurrency in --queue {spec}"))?,
-        )),
+        Some((name, concurrency)) => match super::count_arg::at_least_one(concurrency) {
+            Ok(concurrency) => Ok(QueueConfig::new(name, concurrency)),
+            Err(why) => bail!("--queue {spec}: the concurrency after = is wrong: {why}"),
+        },
     }
 }
 
