@@ -158,10 +158,12 @@ async fn main_result() -> Result<()> {
         | Command::BenchSchedules(_)
         | Command::BenchHttp(_)
         // lapin logs each failed RabbitMQ connection as an ERROR of its
-        // own, beside jobwire's line that names the broker and what it
-        // does next (RUST_LOG=info,lapin=debug brings them back).
-        | Command::Faults(_) => "info,lapin=off",
-        _ => "warn,lapin=off",
+        // own, and librdkafka each failed Kafka connection, twice, tens of
+        // times a second, beside jobwire's line that names the broker and
+        // what it does next (RUST_LOG=info,lapin=debug,rdkafka=debug,
+        // librdkafka=debug brings them back).
+        | Command::Faults(_) => "info,lapin=off,rdkafka=off,librdkafka=off",
+        _ => "warn,lapin=off,rdkafka=off,librdkafka=off",
     };
     let telemetry = telemetry::init(default_filter)?;
     let result = dispatch(cli).await;

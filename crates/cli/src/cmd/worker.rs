@@ -212,14 +212,24 @@ pub(crate) async fn serve(
     // stop before the error is printed).
     config.validate()?;
     let transport = args.broker.transport(kind).await?;
-    if args.broker.kind.is_some() || kind != brokers::BrokerKind::Postgres {
-        // Chosen: the queues go (or come back) to that path.
-        brokers::declare_dispatch(&pool, kind, transport.as_deref(), &names).await?;
-    } else {
-        brokers::refuse_broker_queues(&pool, &names).await?;
-    }
+    // Listened for from here: reaching a broker that does not answer takes
+    // up to its timeout (30 s for Kafka), and Ctrl-C must end that wait.
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
+    let declared = async {
+        if args.broker.kind.is_some() || kind != brokers::BrokerKind::Postgres {
+            // Chosen: the queues go (or come back) to that path.
+            brokers::declare_dispatch(&pool, kind, transport.as_deref(), &names).await
+        } else {
+            brokers::refuse_broker_queues(&pool, &names).await
+        }
+    };
+    tokio::select! {
+        declared = declared => declared?,
+        () = shutdown.cancelled() => {
+            bail!("stopped before the worker started, while declaring its queues' paths")
+        }
+    }
     let mut worker = Worker::new(pool.clone(), registry, config);
     let mut node = Node::new(pool.clone()).with_maintenance(maintenance);
     if let Some(addr) = args.listen {
