@@ -1049,6 +1049,59 @@ async fn a_broker_dispatched_queue_is_brought_back_with_transport_postgres() {
     assert_eq!(now, jobwire_core::Dispatch::Postgres);
 }
 
+/// Reaching a Kafka bootstrap address nothing answers on takes the
+/// transport's timeout (30 s); Ctrl-C meanwhile ends the worker at once,
+/// with nothing declared. (The ceiling below is generous: without the
+/// signal being heard the worker waits the whole timeout.)
+#[tokio::test]
+async fn ctrl_c_stops_a_worker_still_reaching_its_broker() {
+    let (db, pool) = migrated_database().await;
+    let mut worker = Command::new(JOBWIRE)
+        .args([
+            "worker",
+            "--queue",
+            "imports=1",
+            "--transport",
+            "kafka",
+            "--kafka-bootstrap",
+            "127.0.0.1:1",
+        ])
+        .env("DATABASE_URL", &db.url)
+        // The default filter, which RUST_LOG would replace.
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let status = Command::new("kill")
+        .args(["-INT", &worker.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    wait_for_exit(
+        &mut worker,
+        Duration::from_secs(15),
+        "a worker after Ctrl-C",
+    )
+    .await;
+    let output = worker.wait_with_output().unwrap();
+    assert!(!output.status.success());
+    assert_says(&stderr(&output), "stopped before the worker started");
+    // librdkafka's own lines are off by default.
+    assert!(
+        !stderr(&output).contains("librdkafka"),
+        "{}",
+        stderr(&output)
+    );
+    let still = jobwire_core::queue_dispatch(&pool, "imports")
+        .await
+        .unwrap();
+    assert_eq!(still, jobwire_core::Dispatch::Postgres);
+    pool.close().await;
+    db.drop_database().await;
+}
+
 /// A worker whose broker cannot be reached (here a port nothing listens on;
 /// a mistyped address or password alike) does not move a queue onto it:
 /// it refuses to start, says why, and the queue stays on the PostgreSQL
