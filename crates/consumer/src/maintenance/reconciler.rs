@@ -92,7 +92,15 @@ impl Reconciler {
         }
         let lag = jobwire_core::outbox_lag(&self.pool).await?;
         if lag > self.config.grace {
-            tracing::info!(?lag, "outbox lags behind; not re-waking jobs yet");
+            // Said as a warning, with what to look at: a trial's operator
+            // with no relay running saw only this line, at INFO, while
+            // broker jobs waited for the safety net.
+            tracing::warn!(
+                ?lag,
+                "outbox lags behind: due wake-ups are not being published (is a relay running \
+                 for every broker topic, on the broker the workers read?); not re-waking jobs \
+                 meanwhile: the safety net claims them"
+            );
             return Ok(0);
         }
         let mut total = 0;
