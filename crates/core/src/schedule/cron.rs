@@ -210,9 +210,9 @@ impl CronSchedule {
 }
 
 /// Which field of a refused expression is wrong, as "the minute field
-/// \"61\"": croner's errors do not say. Found by putting `*` in each field
-/// in turn: the field whose replacement makes the expression parse is the
-/// one at fault (none when no single field is, e.g. a wrong field count).
+/// \"61\" is not valid: it takes 0-59": croner's errors do not say. Found
+/// by parsing each field alone, every other one `*`: the first that fails
+/// is at fault (none when each parses alone, e.g. a wrong field count).
 fn field_at_fault(parser: &CronParser, expression: &str) -> Option<String> {
     let fields: Vec<&str> = expression.split_whitespace().collect();
     // Each field's name and the values it takes.
