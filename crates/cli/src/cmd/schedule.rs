@@ -66,7 +66,7 @@ pub(crate) struct PutArgs {
     missed: String,
     /// Most missed occurrences `--missed all` enqueues at once (1 to 10000).
     #[arg(long, default_value_t = 100, allow_negative_numbers = true,
-          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(jobwire_core::store::MAX_CATCH_UP)))]
     max_catch_up: u32,
 }
 

@@ -56,8 +56,9 @@ pub use queues::{
     queue_dispatch, queue_is_known, resume_queue, set_queue_dispatch, set_queue_paused,
 };
 pub use schedules::{
-    FireReport, MAX_JITTER_SECONDS, MissedRuns, ON_TIME, Schedule, ScheduleSpec, delete_schedule,
-    fire_due_schedules, get_schedule, list_schedules, put_schedule, set_schedule_paused,
+    FireReport, MAX_CATCH_UP, MAX_JITTER_SECONDS, MissedRuns, ON_TIME, Schedule, ScheduleSpec,
+    delete_schedule, fire_due_schedules, get_schedule, list_schedules, put_schedule,
+    set_schedule_paused,
 };
 pub use settings::{PAYLOAD_CEILING_BYTES, max_payload_bytes, set_max_payload_bytes};
 pub use tenants::{

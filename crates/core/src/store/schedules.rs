@@ -18,6 +18,8 @@ use crate::{Enqueuer, Error, NewJob, Result};
 pub const ON_TIME: TimeDelta = TimeDelta::seconds(60);
 /// The longest jitter: a day.
 pub const MAX_JITTER_SECONDS: u32 = 86_400;
+/// The most missed occurrences `MissedRuns::All` enqueues at once.
+pub const MAX_CATCH_UP: u32 = 10_000;
 /// How far a scheduler walks a schedule's missed occurrences before it stops
 /// counting (an every-second schedule down for longer than this many seconds
 /// still fires; its `missed` count is capped).
@@ -137,10 +139,10 @@ impl ScheduleSpec {
                 ),
             });
         }
-        if !(1..=10_000).contains(&self.max_catch_up) {
+        if !(1..=MAX_CATCH_UP).contains(&self.max_catch_up) {
             return Err(Error::InvalidArgument {
                 argument: "max_catch_up",
-                reason: format!("1 to 10000, got {}", self.max_catch_up),
+                reason: format!("1 to {MAX_CATCH_UP}, got {}", self.max_catch_up),
             });
         }
         if self.job.run_at.is_some() || self.job.delay.is_some() || self.job.dedup_key.is_some() {

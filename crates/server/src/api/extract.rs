@@ -138,7 +138,10 @@ fn field_range(field: &str) -> Option<String> {
             "expected a whole number of seconds from 0 to {}",
             jobwire_core::store::MAX_JITTER_SECONDS
         )),
-        "maxCatchUp" => Some("expected a whole number from 1 to 10000".to_owned()),
+        "maxCatchUp" => Some(format!(
+            "expected a whole number from 1 to {}",
+            jobwire_core::store::MAX_CATCH_UP
+        )),
         _ => None,
     }
 }
