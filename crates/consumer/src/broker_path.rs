@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jobwire_core::ClaimMiss;
-use jobwire_loop::{POLL_SPREAD, Pause, jittered, sleep};
+use jobwire_loop::{Outage, POLL_SPREAD, Pause, jittered, sleep};
 use jobwire_transport::{Delivery, Receipt, SubscribeOptions, Subscriber, Transport, header};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -132,6 +132,7 @@ pub(crate) async fn consume_queue(mut queue: BrokerQueue, stop: CancellationToke
     } = queue;
     let stats = runtime.stats();
     let mut pause = Pause::standard();
+    let mut receive_outage = Outage::new();
     loop {
         // Receive only as many wake-ups as there are free slots: the broker
         // keeps the rest (and other workers can take them).
@@ -149,6 +150,7 @@ pub(crate) async fn consume_queue(mut queue: BrokerQueue, stop: CancellationToke
         let deliveries = match received {
             Ok(deliveries) => deliveries,
             Err(err) => {
+                receive_outage.failed();
                 tracing::warn!(%topic, address = %transport.address(), error = %err,
                     "receive failed; retrying");
                 // The broker is away: the table is not.
@@ -166,6 +168,9 @@ pub(crate) async fn consume_queue(mut queue: BrokerQueue, stop: CancellationToke
             }
         };
         pause.reset();
+        if let Some(ended) = receive_outage.succeeded() {
+            tracing::info!(%topic, address = %transport.address(), "receiving again {ended}");
+        }
         if !deliveries.is_empty() {
             let claimed = claim_woken(
                 &runtime,

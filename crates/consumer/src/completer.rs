@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics;
 use crate::stats::{WorkerStats, bump};
-use jobwire_loop::Pause;
+use jobwire_loop::{Outage, Pause};
 
 /// One outcome to record.
 pub(crate) struct Completion {
@@ -177,10 +177,14 @@ async fn write_batch(
 ) {
     let mut pause = Pause::new(Duration::from_millis(50), Duration::from_secs(5));
     let mut tries_after_stop = 0;
+    let mut outage = Outage::new();
     loop {
         match jobwire_core::finish_many(pool, owner, batch).await {
             Ok(results) => {
                 bump(&stats.completion_batches);
+                if let Some(ended) = outage.succeeded() {
+                    tracing::info!(outcomes = batch.len(), "writing outcomes again {ended}");
+                }
                 // Results come back in input order.
                 for ((result, meta), (_, outcome)) in results.into_iter().zip(metas).zip(batch) {
                     record(result, meta, outcome, stats);
@@ -189,6 +193,7 @@ async fn write_batch(
             }
             Err(err) => {
                 bump(&stats.database_errors);
+                outage.failed();
                 if stop.is_cancelled() {
                     tries_after_stop += 1;
                     if tries_after_stop >= FINAL_FLUSH_TRIES {

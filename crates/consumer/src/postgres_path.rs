@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jobwire_core::WAKE_CHANNEL;
-use jobwire_loop::{IdlePoll, ListenEvent, Pause, sleep, sleep_or_notified};
+use jobwire_loop::{IdlePoll, ListenEvent, Outage, Pause, sleep, sleep_or_notified};
 use sqlx::PgPool;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -50,6 +50,7 @@ pub(crate) async fn fetch_queue(
     let gate = (claim_ahead > 0).then(|| StartGate::new(queue.concurrency));
     let mut start_rate = StartRate::new(std::time::Instant::now());
     let mut error_pause = Pause::standard();
+    let mut claim_outage = Outage::new();
     let mut idle = IdlePoll::new(poll_interval);
     // Whether the last claim filled every slot it asked for.
     let mut backlog = false;
@@ -115,6 +116,9 @@ pub(crate) async fn fetch_queue(
         {
             Ok(jobs) => {
                 error_pause.reset();
+                if let Some(ended) = claim_outage.succeeded() {
+                    tracing::info!(queue = %queue.name, "claiming again {ended}");
+                }
                 crate::metrics::record_claims(&jobs, crate::metrics::ClaimPath::Postgres);
                 let got = jobs.len();
                 backlog = got == wanted;
@@ -138,6 +142,7 @@ pub(crate) async fn fetch_queue(
             Err(err) => {
                 backlog = false;
                 bump(&runtime.stats().database_errors);
+                claim_outage.failed();
                 tracing::warn!(queue = %queue.name, error = %err, "claim failed; backing off");
                 drop(taken);
                 if sleep(error_pause.next_after_failure(), &stop)

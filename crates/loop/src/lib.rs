@@ -17,6 +17,7 @@
 //!   was sent still sees at its next wait;
 //! - [`listen`]: LISTEN on a channel with reconnects, reporting when
 //!   notifications may have been lost;
+//! - [`Outage`]: failures in a row, so that a loop can say when they ended;
 //! - [`InvalidSetting`]: the typed error every `Config::validate` returns;
 //! - [`nonzero_counts`]: a loop's counters that moved, for its stop line.
 //!
@@ -29,6 +30,7 @@ mod counts;
 mod idle;
 mod jitter;
 mod listen;
+mod outage;
 mod pause;
 mod setting;
 mod sleep;
@@ -39,6 +41,7 @@ pub use counts::nonzero_counts;
 pub use idle::IdlePoll;
 pub use jitter::{POLL_SPREAD, jittered};
 pub use listen::{ListenEvent, listen};
+pub use outage::{Outage, OutageEnded};
 pub use pause::Pause;
 pub use setting::InvalidSetting;
 pub use sleep::{Wait, sleep, sleep_or_notified};

@@ -6,7 +6,7 @@ use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Pause, sleep};
+use crate::{Outage, Pause, sleep};
 
 /// What [`listen`] reports to its caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +34,8 @@ pub async fn listen(
     mut on_event: impl FnMut(ListenEvent<'_>),
 ) {
     let mut pause = Pause::standard();
+    // From a lost connection or a failed attempt to the LISTEN that works.
+    let mut outage = Outage::new();
     loop {
         let mut listener = match PgListener::connect_with(&pool).await {
             Ok(mut listener) => {
@@ -44,6 +46,7 @@ pub async fn listen(
                 listener
             }
             Err(err) => {
+                outage.failed();
                 tracing::warn!(%channel, error = %err, "cannot open a LISTEN connection; polling meanwhile");
                 if sleep(pause.next_after_failure(), &stop)
                     .await
@@ -55,6 +58,7 @@ pub async fn listen(
             }
         };
         if let Err(err) = listener.listen(channel).await {
+            outage.failed();
             tracing::warn!(%channel, error = %err, "LISTEN failed; retrying");
             if sleep(pause.next_after_failure(), &stop)
                 .await
@@ -65,6 +69,9 @@ pub async fn listen(
             continue;
         }
         pause.reset();
+        if let Some(ended) = outage.succeeded() {
+            tracing::info!(%channel, "listening again {ended}");
+        }
         // Anything sent while we were not listening is only visible to a
         // check of the table.
         on_event(ListenEvent::MayHaveMissed);
@@ -83,11 +90,13 @@ pub async fn listen(
                 // sent meanwhile are lost.
                 Ok(None) => {
                     tracing::warn!(%channel, "LISTEN connection dropped; reconnecting");
+                    outage.failed();
                     on_event(ListenEvent::Lost);
                     break;
                 }
                 Err(err) => {
                     tracing::warn!(%channel, error = %err, "LISTEN connection failed; reconnecting");
+                    outage.failed();
                     on_event(ListenEvent::Lost);
                     break;
                 }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use jobwire_loop::{IdlePoll, POLL_SPREAD, Pause, Wake, jittered, sleep};
+use jobwire_loop::{IdlePoll, Outage, POLL_SPREAD, Pause, Wake, jittered, sleep};
 use jobwire_transport::Transport;
 use sqlx::PgPool;
 use tokio::task::JoinSet;
@@ -135,6 +135,8 @@ impl Relay {
         // Since when this task has found the broker unavailable, so that the
         // pass that publishes again says so.
         let mut down_since: Option<Instant> = None;
+        // Passes that failed in a row (the database, not the broker).
+        let mut database_outage = Outage::new();
         while !shutdown.is_cancelled() {
             // Taken before the pass looks at the table: a row announced
             // while the pass runs (its NOTIFY finds this task busy) is
@@ -153,6 +155,11 @@ impl Relay {
                 continue;
             }
             let passed = self.pass(held.as_deref()).await;
+            if passed.is_ok()
+                && let Some(ended) = database_outage.succeeded()
+            {
+                tracing::info!("relay passes work again {ended}");
+            }
             if let Ok(outcome) = &passed {
                 if outcome.broker_down {
                     down_since.get_or_insert_with(Instant::now);
@@ -210,6 +217,7 @@ impl Relay {
                 }
                 Err(err) => {
                     self.stats.database_errors.fetch_add(1, Ordering::Relaxed);
+                    database_outage.failed();
                     let pause = backoff.next_after_failure();
                     tracing::warn!(error = %err, ?pause, "relay pass failed; retrying");
                     if sleep(pause, &shutdown).await.is_cancelled() {

@@ -40,6 +40,8 @@ struct Member {
     child: Option<Child>,
     /// When a killed process is started again.
     restart_at: Option<Instant>,
+    /// Where its current run's lines begin in its log.
+    run_starts_at: u64,
 }
 
 /// The processes of one scenario.
@@ -76,6 +78,7 @@ impl Fleet {
                     spec,
                     child: None,
                     restart_at: None,
+                    run_starts_at: 0,
                 })
                 .collect(),
             next_victim: 0,
@@ -99,7 +102,9 @@ impl Fleet {
             .append(true)
             .open(&log_path)
             .with_context(|| format!("cannot open {}", log_path.display()))?;
+        let run_starts_at = log.metadata()?.len();
         let member = &mut self.members[index];
+        member.run_starts_at = run_starts_at;
         let child = Command::new(&self.exe)
             .args(&member.spec.args)
             .envs(self.env.iter().map(|(name, value)| (name, value)))
@@ -166,6 +171,25 @@ impl Fleet {
             }
         }
         Ok(())
+    }
+
+    /// Each process's name and what its current run has logged so far (a
+    /// run that was killed said its last; only the current one can still
+    /// say more).
+    pub(crate) fn current_runs_logs(&self) -> Result<Vec<(String, String)>> {
+        self.members
+            .iter()
+            .map(|member| {
+                let path = self.log_path(&member.spec.name);
+                let bytes = std::fs::read(&path)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
+                let from = usize::try_from(member.run_starts_at)
+                    .unwrap_or(usize::MAX)
+                    .min(bytes.len());
+                let text = String::from_utf8_lossy(&bytes[from..]).into_owned();
+                Ok((member.spec.name.clone(), text))
+            })
+            .collect()
     }
 
     /// SIGKILL everything (the scenario is over; its checks read a still table).

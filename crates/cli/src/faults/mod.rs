@@ -12,6 +12,7 @@ mod database;
 mod disruptions;
 mod fleet;
 mod load;
+mod outages;
 mod report;
 mod timeline;
 
@@ -44,14 +45,16 @@ pub(crate) struct FaultArgs {
         default_value = "postgres,rabbitmq,sqs,kafka"
     )]
     paths: Vec<FaultPath>,
-    /// Seconds of faults; jobs are enqueued over the first 70 % of them.
-    #[arg(long, default_value_t = 60)]
+    /// Seconds of faults; jobs are enqueued over the first 70 % of them
+    /// (at most a day).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     fault_seconds: u64,
     /// Jobs each worker runs at once.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1000))]
     worker_concurrency: u32,
-    /// Milliseconds between SIGKILLs of a worker or relay (0: no kills).
-    #[arg(long, default_value_t = 2000)]
+    /// Milliseconds between SIGKILLs of a worker or relay (0: no kills; at
+    /// most a day).
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(0..=86_400_000))]
     kill_every_ms: u64,
     /// What restarts services: run as `<SERVICES> restart <service>`.
     #[arg(long, default_value = "scripts/services")]
@@ -60,13 +63,18 @@ pub(crate) struct FaultArgs {
     #[arg(long)]
     no_restarts: bool,
     /// Seconds to wait, once the enqueueing and every fault are over, for
-    /// every job to be terminal and the outbox empty.
-    #[arg(long, default_value_t = 300)]
+    /// every job to be terminal and the outbox empty (at most a day).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     drain_timeout_s: u64,
     /// Where each process's log goes (default: a new directory in the
     /// system's temporary directory).
     #[arg(long)]
     log_dir: Option<PathBuf>,
+    /// What each worker's and relay's log records, as a `RUST_LOG` filter
+    /// (this command's own lines follow `RUST_LOG`). The check that every
+    /// outage ended reads their INFO lines.
+    #[arg(long, default_value = "info")]
+    process_log: String,
     /// Keep the scenario's database afterwards (its name is in the report).
     #[arg(long)]
     keep_database: bool,
@@ -341,6 +349,7 @@ async fn run_scenario(database: &ScenarioDatabase, args: &FaultArgs) -> Result<R
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     let drain_after_last_fault = start.elapsed().saturating_sub(last_fault_at);
+    let unended_outages = wait_for_outages_to_end(&mut fleet).await?;
     fleet.kill_all().await;
 
     let mut checks = checks::run_checks(
@@ -360,6 +369,11 @@ async fn run_scenario(database: &ScenarioDatabase, args: &FaultArgs) -> Result<R
         name: "no worker or relay crashed".into(),
         violations: fleet.crashes.len() as i64,
         examples: fleet.crashes.iter().map(|c| c.process.clone()).collect(),
+    });
+    checks.push(checks::Check {
+        name: "every loop that logged failures logged that they ended".into(),
+        violations: unended_outages.len() as i64,
+        examples: unended_outages,
     });
     checks.push(checks::Check {
         name: "every fault took place".into(),
@@ -402,6 +416,34 @@ async fn run_scenario(database: &ScenarioDatabase, args: &FaultArgs) -> Result<R
             .map(|at| at.saturating_sub(last_fault_at).as_secs_f64()),
         checks,
     })
+}
+
+/// How long the loops get, once the jobs are done, to log that their
+/// failures ended: a loop in its longest pause after a failure (5 s, or the
+/// relay's `max_backoff`) tries again within it.
+const OUTAGES_END_WITHIN: Duration = Duration::from_secs(30);
+
+/// The loops, in each process's current run, whose failures have no line
+/// saying they ended, once every loop has had [`OUTAGES_END_WITHIN`] to
+/// say so (as `process: what is missing`).
+async fn wait_for_outages_to_end(fleet: &mut Fleet) -> Result<Vec<String>> {
+    let deadline = Instant::now() + OUTAGES_END_WITHIN;
+    loop {
+        fleet.tend()?;
+        let unended: Vec<String> = fleet
+            .current_runs_logs()?
+            .into_iter()
+            .flat_map(|(process, log)| {
+                outages::unended(&log)
+                    .into_iter()
+                    .map(move |missing| format!("{process}: {missing}"))
+            })
+            .collect();
+        if unended.is_empty() || Instant::now() >= deadline {
+            return Ok(unended);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// Every planned job's dedup key, and those of the jobs meant to fail.
@@ -542,9 +584,6 @@ fn child_env(args: &FaultArgs, database: &ScenarioDatabase) -> Vec<(String, Stri
             "KAFKA_BOOTSTRAP".into(),
             args.brokers.kafka_bootstrap.clone(),
         ),
-        (
-            "RUST_LOG".into(),
-            std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
-        ),
+        ("RUST_LOG".into(), args.process_log.clone()),
     ]
 }

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use jobwire_loop::{InvalidSetting, POLL_SPREAD, jittered, sleep};
+use jobwire_loop::{InvalidSetting, Outage, POLL_SPREAD, jittered, sleep};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
@@ -137,9 +137,18 @@ impl Reconciler {
     /// `idle_tenant_sweep`, until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
         let mut next_sweep = Instant::now();
+        let mut outage = Outage::new();
         loop {
-            if let Err(err) = self.reconcile_once().await {
-                tracing::warn!(error = %err, "reconciling wake-ups failed");
+            match self.reconcile_once().await {
+                Ok(_) => {
+                    if let Some(ended) = outage.succeeded() {
+                        tracing::info!("reconciling wake-ups again {ended}");
+                    }
+                }
+                Err(err) => {
+                    outage.failed();
+                    tracing::warn!(error = %err, "reconciling wake-ups failed");
+                }
             }
             if Instant::now() >= next_sweep {
                 next_sweep = Instant::now() + self.config.idle_tenant_sweep;

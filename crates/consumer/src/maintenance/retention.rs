@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use jobwire_core::SideTable;
-use jobwire_loop::{InvalidSetting, POLL_SPREAD, jittered, sleep};
+use jobwire_loop::{InvalidSetting, Outage, POLL_SPREAD, jittered, sleep};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
@@ -145,11 +145,21 @@ impl Retention {
 
     /// Archive and trim every interval until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
+        let mut outage = Outage::new();
         loop {
             match self.archive_once().await {
-                Ok(0) => {}
-                Ok(moved) => tracing::info!(moved, "finished jobs archived"),
-                Err(err) => tracing::warn!(error = %err, "archiving failed"),
+                Ok(moved) => {
+                    if let Some(ended) = outage.succeeded() {
+                        tracing::info!("archiving again {ended}");
+                    }
+                    if moved > 0 {
+                        tracing::info!(moved, "finished jobs archived");
+                    }
+                }
+                Err(err) => {
+                    outage.failed();
+                    tracing::warn!(error = %err, "archiving failed");
+                }
             }
             match self.trim_side_tables_once().await {
                 Ok(trimmed) => {

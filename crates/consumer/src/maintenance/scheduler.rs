@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use jobwire_loop::{InvalidSetting, jittered, sleep};
+use jobwire_loop::{InvalidSetting, Outage, jittered, sleep};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
@@ -69,9 +69,18 @@ impl Scheduler {
 
     /// Fire due schedules every interval until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
+        let mut outage = Outage::new();
         loop {
-            if let Err(err) = self.fire_once().await {
-                tracing::warn!(error = %err, "firing schedules failed");
+            match self.fire_once().await {
+                Ok(_) => {
+                    if let Some(ended) = outage.succeeded() {
+                        tracing::info!("firing schedules again {ended}");
+                    }
+                }
+                Err(err) => {
+                    outage.failed();
+                    tracing::warn!(error = %err, "firing schedules failed");
+                }
             }
             let pause = jittered(self.config.interval, 0.1);
             if sleep(pause, &shutdown).await.is_cancelled() {

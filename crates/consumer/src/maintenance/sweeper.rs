@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use jobwire_loop::{InvalidSetting, POLL_SPREAD, jittered, sleep};
+use jobwire_loop::{InvalidSetting, Outage, POLL_SPREAD, jittered, sleep};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
@@ -67,9 +67,18 @@ impl Sweeper {
 
     /// Sweep every interval until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
+        let mut outage = Outage::new();
         loop {
-            if let Err(err) = self.sweep_once().await {
-                tracing::warn!(error = %err, "lease sweep failed");
+            match self.sweep_once().await {
+                Ok(_) => {
+                    if let Some(ended) = outage.succeeded() {
+                        tracing::info!("sweeping leases again {ended}");
+                    }
+                }
+                Err(err) => {
+                    outage.failed();
+                    tracing::warn!(error = %err, "lease sweep failed");
+                }
             }
             let pause = jittered(self.config.interval, POLL_SPREAD);
             if sleep(pause, &shutdown).await.is_cancelled() {
