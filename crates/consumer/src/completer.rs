@@ -175,6 +175,43 @@ async fn write_batch(
     stats: &WorkerStats,
     stop: &CancellationToken,
 ) {
+    let Err(refused) = write_until_written(pool, owner, batch, metas, stats, stop).await else {
+        return;
+    };
+    if batch.len() == 1 {
+        give_up_on(&batch[0].0, &refused);
+        return;
+    }
+    // The same statement would be refused again: one outcome in it holds
+    // what the database will not take. Written one by one, every other
+    // outcome is recorded, and only that one is given up on.
+    tracing::warn!(error = %refused, outcomes = batch.len(),
+        "the database refused a batch of outcomes; writing them one by one");
+    for (one, meta) in batch.chunks(1).zip(metas.chunks(1)) {
+        if let Err(refused) = write_until_written(pool, owner, one, meta, stats, stop).await {
+            give_up_on(&one[0].0, &refused);
+        }
+    }
+}
+
+/// An outcome the database refuses whatever it is given: left unwritten,
+/// its job is retried once its lease lapses (the sweeper), like a job whose
+/// worker died.
+fn give_up_on(lease: &Lease, refused: &jobwire_core::Error) {
+    tracing::error!(job_id = %lease.job_id, error = %refused,
+        "the database refused this outcome; the job's lease will lapse and the sweeper will retry it");
+}
+
+/// Write `batch` in one statement, retrying while the database is away;
+/// `Err` when it refuses the statement itself (retrying would not help).
+async fn write_until_written(
+    pool: &PgPool,
+    owner: &str,
+    batch: &[(Lease, FinishOutcome)],
+    metas: &[AttemptMeta],
+    stats: &WorkerStats,
+    stop: &CancellationToken,
+) -> Result<(), jobwire_core::Error> {
     let mut pause = Pause::new(Duration::from_millis(50), Duration::from_secs(5));
     let mut tries_after_stop = 0;
     let mut outage = Outage::new();
@@ -189,7 +226,11 @@ async fn write_batch(
                 for ((result, meta), (_, outcome)) in results.into_iter().zip(metas).zip(batch) {
                     record(result, meta, outcome, stats);
                 }
-                return;
+                return Ok(());
+            }
+            Err(err) if !err.is_transient() => {
+                bump(&stats.database_errors);
+                return Err(err);
             }
             Err(err) => {
                 bump(&stats.database_errors);
@@ -199,7 +240,7 @@ async fn write_batch(
                     if tries_after_stop >= FINAL_FLUSH_TRIES {
                         tracing::error!(error = %err, outcomes = batch.len(),
                             "giving up on the last outcomes; their leases will lapse and the sweeper will retry them");
-                        return;
+                        return Ok(());
                     }
                 }
                 tracing::warn!(error = %err, outcomes = batch.len(), "writing outcomes failed; retrying");

@@ -321,6 +321,108 @@ async fn a_panicking_handler_is_a_failed_attempt_not_a_crashed_worker(pool: PgPo
     assert_eq!(worker.stop().await.panicked, 2);
 }
 
+/// What a handler returns is stored as the database can keep it: an error
+/// text with a NUL (a binary response body, say), a code too long for the
+/// dead-letter index, a retry centuries away. Any of these once made the
+/// statement writing the outcome fail, and the completer retried it for
+/// ever: that outcome, and every other one written with it, never landed.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn outcomes_the_database_cannot_keep_as_given_are_kept_cleaned(pool: PgPool) {
+    let mut registry = builtin_registry();
+    registry.register("binary_error", |_ctx: JobContext| async {
+        Err(JobError::fatal(
+            format!("HTTP_\0{}", "E".repeat(10_000)),
+            format!("body: \0\u{1}{}", "x".repeat(100_000)),
+        ))
+    });
+    registry.register("far_retry", |_ctx: JobContext| async {
+        Err(JobError::retryable("LATER", "come back much later").with_retry_after(Duration::MAX))
+    });
+    let binary = enqueue(
+        &pool,
+        NewJob::new("binary_error", json!({})).with_queue("work"),
+    )
+    .await;
+    let far = enqueue(
+        &pool,
+        NewJob::new("far_retry", json!({}))
+            .with_queue("work")
+            .with_max_attempts(2),
+    )
+    .await;
+    let ok = enqueue(&pool, NewJob::new("noop", json!({})).with_queue("work")).await;
+    let mut config = test_worker_config("work", 4);
+    // The three outcomes in one statement, as a busy worker writes them.
+    config.runtime.completion_linger = Duration::from_millis(100);
+    let worker = RunningWorker::start(&pool, registry, config);
+    wait_for_state(&pool, ok, JobState::Succeeded, WAIT)
+        .await
+        .unwrap();
+    let status = wait_for_state(&pool, binary, JobState::Failed, WAIT)
+        .await
+        .unwrap();
+    let code = status.last_error_code.unwrap();
+    let message = status.last_error.unwrap();
+    assert!(
+        code.starts_with("HTTP_\u{FFFD}EEE") && code.ends_with('…'),
+        "{code}"
+    );
+    assert!(
+        code.len() <= jobwire_core::MAX_ERROR_CODE_BYTES,
+        "{}",
+        code.len()
+    );
+    assert!(message.starts_with("body: \u{FFFD}\u{1}xxx") && message.ends_with('…'));
+    assert!(message.len() <= jobwire_core::MAX_ERROR_MESSAGE_BYTES);
+    let status = wait_for_state(&pool, far, JobState::RetryWait, WAIT)
+        .await
+        .unwrap();
+    let ahead = status.run_after - chrono::Utc::now();
+    assert!(
+        ahead > chrono::TimeDelta::days(364) && ahead <= chrono::TimeDelta::days(365),
+        "retried {ahead} ahead, not at most a year"
+    );
+    worker.stop().await;
+}
+
+/// An outcome the database refuses whatever is done to it (here a trigger
+/// of the test's own refuses one job's success) costs that job its
+/// attempt, not the outcomes written with it: they are written one by one.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn an_outcome_the_database_refuses_does_not_hold_up_the_others(pool: PgPool) {
+    sqlx::raw_sql(
+        "CREATE FUNCTION refuse_for_the_test() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN RAISE EXCEPTION 'refused for the test' USING ERRCODE = 'check_violation'; END $$;
+         CREATE TRIGGER refuse_for_the_test AFTER UPDATE ON jobs FOR EACH ROW
+             WHEN (NEW.job_type = 'refused' AND NEW.state = 'SUCCEEDED')
+             EXECUTE FUNCTION refuse_for_the_test();",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let refused = enqueue(&pool, NewJob::new("refused", json!({})).with_queue("work")).await;
+    let jobs: Vec<NewJob> = (0..5)
+        .map(|i| NewJob::new("noop", json!({ "i": i })).with_queue("work"))
+        .collect();
+    let ids = jobwire_test_support::enqueue_ids(&pool, &jobs)
+        .await
+        .unwrap();
+    let mut registry = builtin_registry();
+    registry.register("refused", |_ctx: JobContext| async { Ok(()) });
+    let mut config = test_worker_config("work", 8);
+    config.runtime.completion_linger = Duration::from_millis(100);
+    let worker = RunningWorker::start(&pool, registry, config);
+    wait_for_all_finished(&pool, &ids, WAIT).await.unwrap();
+    let report = worker.stop().await;
+    let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE job_id = $1")
+        .bind(refused)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_ne!(state, "SUCCEEDED", "the refused outcome was not written");
+    assert!(report.succeeded >= 5, "{report:?}");
+}
+
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_malformed_payload_fails_fatally(pool: PgPool) {
     let job_id = enqueue(

@@ -161,9 +161,18 @@ impl Error {
     }
 
     /// Whether retrying the same call later may succeed (the database was
-    /// unreachable, a serialization failure, ...), as opposed to a verdict.
+    /// unreachable, a serialization failure, ...), as opposed to a verdict:
+    /// the database's refusal of a value (a data exception, class 22, an
+    /// integrity violation, 23, or a value past a limit such as an index
+    /// entry's size, 54) is one, and comes again on every try.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Error::Database(_) | Error::DedupContention { .. })
+        match self {
+            Error::Database(sqlx::Error::Database(db)) => !db.code().is_some_and(|code| {
+                code.starts_with("22") || code.starts_with("23") || code.starts_with("54")
+            }),
+            Error::Database(_) | Error::DedupContention { .. } => true,
+            _ => false,
+        }
     }
 
     /// For a refusal that lifts with time ([`Error::QueueFull`],

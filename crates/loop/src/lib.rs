@@ -18,6 +18,7 @@
 //! - [`listen`]: LISTEN on a channel with reconnects, reporting when
 //!   notifications may have been lost;
 //! - [`Outage`]: failures in a row, so that a loop can say when they ended;
+//! - [`storable_text`]: text from elsewhere as PostgreSQL can keep it;
 //! - [`InvalidSetting`]: the typed error every `Config::validate` returns;
 //! - [`nonzero_counts`]: a loop's counters that moved, for its stop line.
 //!
@@ -34,6 +35,7 @@ mod outage;
 mod pause;
 mod setting;
 mod sleep;
+mod storable;
 mod wake;
 
 pub use backoff::Backoff;
@@ -45,4 +47,5 @@ pub use outage::{Outage, OutageEnded};
 pub use pause::Pause;
 pub use setting::InvalidSetting;
 pub use sleep::{Wait, sleep, sleep_or_notified};
+pub use storable::storable_text;
 pub use wake::Wake;

@@ -10,6 +10,10 @@ use sqlx::PgConnection;
 
 use crate::{KeyOrdering, Relay, RelayError, RelayStats, TopicLane};
 
+/// Longest refusal text kept on an outbox row, in bytes (as a job's error
+/// message, `jobwire_core::MAX_ERROR_MESSAGE_BYTES`).
+const MAX_ERROR_BYTES: usize = 8 * 1024;
+
 /// What one pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PassOutcome {
@@ -246,7 +250,10 @@ impl Relay {
                     if broker_down {
                         continue; // an outage is no row's fault
                     }
-                    let error = err.to_string();
+                    // Kept as the database can keep it: a broker's text
+                    // with a NUL would fail the pass, and every later one.
+                    let error =
+                        jobwire_loop::storable_text(&err.to_string(), MAX_ERROR_BYTES).into_owned();
                     if first_failure.is_none() {
                         first_failure =
                             Some((row.id, row.topic.as_str(), row.attempts + 1, error.clone()));

@@ -1,5 +1,6 @@
 //! The lease lifecycle of a running job: claim, heartbeat and fenced finish.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -8,7 +9,10 @@ use serde_json::Value;
 use sqlx::{Acquire, Connection, PgExecutor, Postgres};
 use uuid::Uuid;
 
+use jobwire_loop::storable_text;
+
 use super::millis;
+use super::outcome_text::{MAX_ERROR_CODE_BYTES, MAX_ERROR_MESSAGE_BYTES, MAX_RETRY_DELAY};
 use crate::{
     ClaimMiss, ClaimedJob, Error, FinishOutcome, FinishResult, HeartbeatResult, JobState, Lease,
     LeaseGeneration, Result,
@@ -408,6 +412,11 @@ struct FinishRow {
 /// Record many attempt outcomes of leases held by `owner` in one statement,
 /// each fenced by its generation (see `sql/finish_many.sql` for the state
 /// each outcome leads to). Results come back in input order.
+///
+/// Error codes and messages are stored as the database can keep them: a NUL
+/// character becomes U+FFFD, and a code over [`MAX_ERROR_CODE_BYTES`] or a
+/// message over [`MAX_ERROR_MESSAGE_BYTES`] is cut, ending in "…". A retry
+/// delay over [`MAX_RETRY_DELAY`] is that delay.
 pub async fn finish_many<'c, E: PgExecutor<'c>>(
     executor: E,
     owner: &str,
@@ -420,8 +429,9 @@ pub async fn finish_many<'c, E: PgExecutor<'c>>(
     let mut generations = Vec::with_capacity(reports.len());
     let mut kinds = Vec::with_capacity(reports.len());
     let mut delays = Vec::with_capacity(reports.len());
-    let mut codes: Vec<Option<&str>> = Vec::with_capacity(reports.len());
-    let mut messages: Vec<Option<&str>> = Vec::with_capacity(reports.len());
+    let mut codes: Vec<Option<Cow<'_, str>>> = Vec::with_capacity(reports.len());
+    let mut messages: Vec<Option<Cow<'_, str>>> = Vec::with_capacity(reports.len());
+    let fixed = |text: &'static str| Some(Cow::Borrowed(text));
     for (lease, outcome) in reports {
         job_ids.push(lease.job_id);
         generations.push(lease.generation.0);
@@ -437,22 +447,24 @@ pub async fn finish_many<'c, E: PgExecutor<'c>>(
                 code,
                 message,
             } => {
-                delays.push(millis(*delay));
-                codes.push(Some(code));
-                messages.push(Some(message));
+                delays.push(millis((*delay).min(MAX_RETRY_DELAY)));
+                codes.push(Some(storable_text(code, MAX_ERROR_CODE_BYTES)));
+                messages.push(Some(storable_text(message, MAX_ERROR_MESSAGE_BYTES)));
             }
             FinishOutcome::Fail { code, message } => {
                 delays.push(0);
-                codes.push(Some(code));
-                messages.push(Some(message));
+                codes.push(Some(storable_text(code, MAX_ERROR_CODE_BYTES)));
+                messages.push(Some(storable_text(message, MAX_ERROR_MESSAGE_BYTES)));
             }
             FinishOutcome::CancelAcknowledged => {
                 delays.push(0);
-                codes.push(Some("CANCELLED"));
-                messages.push(Some("cancelled while running, at an operator's request"));
+                codes.push(fixed("CANCELLED"));
+                messages.push(fixed("cancelled while running, at an operator's request"));
             }
         }
     }
+    let codes: Vec<Option<&str>> = codes.iter().map(|code| code.as_deref()).collect();
+    let messages: Vec<Option<&str>> = messages.iter().map(|message| message.as_deref()).collect();
     let rows: Vec<FinishRow> = sqlx::query_as(include_str!("../../sql/finish_many.sql"))
         .bind(&job_ids)
         .bind(&generations)

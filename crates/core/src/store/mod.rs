@@ -18,6 +18,7 @@ mod lease;
 mod limits;
 mod maintenance;
 mod outbox;
+mod outcome_text;
 mod queues;
 mod schedules;
 mod settings;
@@ -52,6 +53,7 @@ pub use maintenance::{
     trim_side_table,
 };
 pub use outbox::{OutboxDeadGroup, OutboxReplayFilter, outbox_dead_groups, replay_outbox_dead};
+pub use outcome_text::{MAX_ERROR_CODE_BYTES, MAX_ERROR_MESSAGE_BYTES, MAX_RETRY_DELAY};
 pub use queues::{
     queue_dispatch, queue_is_known, resume_queue, set_queue_dispatch, set_queue_paused,
 };
