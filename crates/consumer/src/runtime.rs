@@ -67,14 +67,21 @@ impl RuntimeConfig {
     /// at most this long before its write starts.
     pub const MAX_COMPLETION_LINGER: Duration = Duration::from_millis(100);
 
+    /// The longest lease. A lease is renewed every third of it while the
+    /// handler runs, so a long job needs no long lease; a long lease only
+    /// delays the sweeper's retry of a dead worker's jobs (a lease of
+    /// centuries would be a time no client can read back).
+    pub const MAX_LEASE: Duration = Duration::from_secs(24 * 60 * 60);
+
     /// Reject settings that cannot work.
     pub fn validate(&self) -> Result<(), String> {
         if self.worker_id.trim().is_empty() {
             return Err("worker_id must not be empty".into());
         }
-        if self.lease < Duration::from_millis(300) {
+        if self.lease < Duration::from_millis(300) || self.lease > Self::MAX_LEASE {
             return Err(format!(
-                "lease must be at least 300 ms, got {} ms",
+                "lease must be from 300 ms to {} ms (a day), got {} ms",
+                Self::MAX_LEASE.as_millis(),
                 self.lease.as_millis()
             ));
         }

@@ -482,3 +482,69 @@ async fn sql_job_ids_are_time_ordered(pool: PgPool) {
     assert!(now_ms.abs_diff(id_ms) < 60_000, "{id_ms} vs {now_ms}");
     assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
 }
+
+/// A job is due before the year 10000, whoever writes it: past that no
+/// client reads it back (chrono, and so sqlx, ends at the year 262142, and
+/// PostgreSQL also takes `infinity`), and one such job used to break every
+/// page listing it. The Rust enqueue says which field; the SQL function's
+/// caller gets the schema's check, and nothing is written either way.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_job_is_due_before_the_year_10000_on_every_path(pool: PgPool) {
+    use chrono::{TimeDelta, TimeZone, Utc};
+    let last_second = Utc.with_ymd_and_hms(9999, 12, 31, 23, 59, 59).unwrap();
+    let refused = [
+        (
+            NewJob::new("late", json!({})).with_run_at(last_second + TimeDelta::seconds(1)),
+            "run_at",
+        ),
+        (
+            NewJob::new("late", json!({}))
+                .with_delay(TimeDelta::milliseconds(9_000_000_000_000_000)),
+            "delay",
+        ),
+        (
+            NewJob::new("late", json!({})).with_delay(TimeDelta::days(3_000_000)),
+            "delay",
+        ),
+    ];
+    for (job, field) in refused {
+        match jobwire_core::enqueue(&pool, &job).await {
+            Err(Error::InvalidJob {
+                field: named,
+                reason,
+            }) => {
+                assert_eq!(named, field);
+                assert!(reason.contains("before the year 10000"), "{reason}");
+            }
+            other => panic!("{field}: {other:?}"),
+        }
+    }
+    for run_after in [
+        "infinity",
+        "10000-01-01 00:00:00+00",
+        "294276-01-01 00:00:00+00",
+    ] {
+        let err = sqlx::query("SELECT jobwire_enqueue('late', run_after => $1::timestamptz)")
+            .bind(run_after)
+            .execute(&pool)
+            .await
+            .expect_err(run_after);
+        let db = err.as_database_error().expect("the database's verdict");
+        assert_eq!(db.code().as_deref(), Some("23514"), "{run_after}: {db}");
+        assert_eq!(db.constraint(), Some("jobs_run_after_before_10000"));
+    }
+    let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(jobs, 0, "nothing written");
+    // The last second of the year 9999 is taken, and read back.
+    let kept = jobwire_core::enqueue(
+        &pool,
+        &NewJob::new("late", json!({})).with_run_at(last_second),
+    )
+    .await
+    .unwrap();
+    let status = jobwire_core::job_status(&pool, kept.job_id).await.unwrap();
+    assert_eq!(status.run_after, last_second);
+}

@@ -15,7 +15,7 @@ pub(crate) struct JobFields {
     #[arg(long, default_value = NewJob::DEFAULT_QUEUE)]
     queue: String,
     /// Priority; lower runs first.
-    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 0)]
     priority: i16,
     /// Attempts before the job is dead-lettered.
     #[arg(long, default_value_t = NewJob::DEFAULT_MAX_ATTEMPTS)]
@@ -56,7 +56,7 @@ pub(crate) struct EnqueueArgs {
     #[command(flatten)]
     job: JobFields,
     /// Run no earlier than this many milliseconds from now.
-    #[arg(long, allow_negative_numbers = true, conflicts_with = "run_at")]
+    #[arg(long, conflicts_with = "run_at")]
     delay_ms: Option<i64>,
     /// Run no earlier than this RFC 3339 time (e.g. 2030-01-01T09:00:00Z).
     #[arg(long, value_parser = super::time_arg::rfc3339_time)]
@@ -75,7 +75,9 @@ pub(crate) struct EnqueueArgs {
 pub(crate) async fn enqueue(pool: &PgPool, args: EnqueueArgs) -> Result<()> {
     let mut job = args.job.into_job(args.job_type)?;
     if let Some(delay) = args.delay_ms {
-        job = job.with_delay(TimeDelta::milliseconds(delay));
+        // Past chrono's range (i64::MIN): the check below names the field.
+        let delay = TimeDelta::try_milliseconds(delay).unwrap_or(TimeDelta::MIN);
+        job = job.with_delay(delay);
     }
     if let Some(at) = args.run_at {
         job = job.with_run_at(at);

@@ -7,9 +7,10 @@ use uuid::Uuid;
 
 use crate::{EnqueuedJob, Error, JobState, NewJob, Result};
 
-/// Longest job type, queue name or dedup key accepted.
+/// Longest job type or queue name accepted.
 const MAX_NAME_LEN: usize = 255;
-const MAX_DEDUP_KEY_LEN: usize = 1024;
+/// Longest dedup key accepted, in bytes.
+pub const MAX_DEDUP_KEY_LEN: usize = 1024;
 /// How often a batch enqueue re-reads keys that a concurrent transaction
 /// committed while it ran, before giving up with [`Error::DedupContention`].
 const DEDUP_RESOLVE_ROUNDS: usize = 3;
@@ -40,6 +41,11 @@ pub(crate) fn name_problem(value: &str) -> Option<String> {
     } else {
         None
     }
+}
+
+/// Every job is due before this instant (the start of the year 10000).
+fn due_before() -> DateTime<Utc> {
+    DateTime::<Utc>::from_timestamp(253_402_300_800, 0).expect("a time chrono can hold")
 }
 
 /// Columns of a validated batch, ready to bind as arrays.
@@ -131,6 +137,25 @@ impl Enqueuer {
                 reason: format!("must not be negative, got {} ms", delay.num_milliseconds()),
             });
         }
+        // The schema's own bound (migration 20261206000005): past it, no
+        // client could read the job back.
+        let due_before = due_before();
+        if job.run_at.is_some_and(|at| at >= due_before) {
+            return Err(Error::InvalidJob {
+                field: "run_at",
+                reason: "must be before the year 10000".into(),
+            });
+        }
+        if let Some(delay) = job.delay
+            && Utc::now()
+                .checked_add_signed(delay)
+                .is_none_or(|due| due >= due_before)
+        {
+            return Err(Error::InvalidJob {
+                field: "delay",
+                reason: "must make the job due before the year 10000".into(),
+            });
+        }
         if let Some(key) = &job.dedup_key
             && (key.is_empty() || key.len() > MAX_DEDUP_KEY_LEN)
         {
@@ -165,6 +190,13 @@ impl Enqueuer {
     /// rollback loses both, commit keeps both. Results come back in input order.
     /// A job whose dedup key is already held comes back as that job with
     /// `duplicate = true`. Every job is validated before anything is written.
+    ///
+    /// Given a pool or a bare connection rather than a transaction, each
+    /// statement commits on its own. Usually there is one; a batch whose
+    /// dedup keys concurrent transactions take while it runs needs more, and
+    /// if a later one fails ([`Error::DedupContention`], a lost connection)
+    /// the jobs of the first are already written, and sending the batch again
+    /// writes its keyless jobs twice. Give a transaction for all or nothing.
     pub async fn enqueue_many<'a, A>(&self, conn: A, jobs: &[NewJob]) -> Result<Vec<EnqueuedJob>>
     where
         A: Acquire<'a, Database = Postgres>,

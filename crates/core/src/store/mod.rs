@@ -34,7 +34,7 @@ pub use admin::{
 };
 pub use audit::{AuditEntry, job_audit_trail};
 pub use cancel::request_cancel;
-pub use enqueue::{Enqueuer, enqueue, enqueue_many};
+pub use enqueue::{Enqueuer, MAX_DEDUP_KEY_LEN, enqueue, enqueue_many};
 pub use health::{
     FailedGroup, OutboxHealth, ScheduleDelay, TableHealth, failed_groups_top,
     keep_collector_session_alive, outbox_health, schedule_delays, table_health,
