@@ -325,3 +325,48 @@ async fn four_schedulers_racing_fire_each_occurrence_exactly_once(pool: PgPool) 
         assert!(*fired >= 50, "{name}: only {fired} in {RUN:?}");
     }
 }
+
+/// A payload with no room for the `_schedule` note goes without it. The
+/// note once took such a payload past the payload ceiling: the statement
+/// firing every due schedule failed, and failed again on every try, so no
+/// schedule fired with it ever fired again.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_payload_with_no_room_for_the_note_does_not_stop_the_others(pool: PgPool) {
+    jobwire_core::set_max_payload_bytes(&pool, jobwire_core::PAYLOAD_CEILING_BYTES)
+        .await
+        .unwrap();
+    // `{"x": "…"}` as PostgreSQL writes a jsonb: the text and 9 bytes.
+    let big = json!({ "x": "a".repeat(jobwire_core::PAYLOAD_CEILING_BYTES - 20) });
+    for (name, payload) in [("big", big), ("small", json!({"list": "all"}))] {
+        let every_minute = ScheduleSpec {
+            missed: MissedRuns::Latest,
+            jitter_seconds: 0,
+            ..ScheduleSpec::new(name, "* * * * *", "UTC", NewJob::new("digest", payload))
+        };
+        jobwire_core::put_schedule(&pool, &every_minute)
+            .await
+            .unwrap();
+    }
+    // Down for ten minutes: each fires once, for nine runs it missed.
+    sqlx::query(
+        "UPDATE job_schedules SET next_run_at = date_trunc('minute', now()) - interval '9 minutes'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let report = jobwire_core::fire_due_schedules(&pool, 100).await.unwrap();
+    assert_eq!((report.schedules, report.enqueued), (2, 2), "{report:?}");
+    let notes: HashMap<String, Option<serde_json::Value>> =
+        sqlx::query_as("SELECT schedule_name, payload -> '_schedule' FROM jobs")
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+            .into_iter()
+            .collect();
+    assert_eq!(notes["big"], None, "no room for the note");
+    // Nine, or ten if a minute turned since the update.
+    let missed = notes["small"].as_ref().expect("the note")["missedOccurrences"]
+        .as_u64()
+        .unwrap();
+    assert!((9..=10).contains(&missed), "{:?}", notes["small"]);
+}

@@ -377,6 +377,8 @@ struct OccurrenceColumns {
     dedup_keys: Vec<String>,
     schedule_names: Vec<String>,
     nominals: Vec<DateTime<Utc>>,
+    /// Merged into the payload where it fits (`_schedule`), or `None`.
+    notes: Vec<Option<Value>>,
 }
 
 /// Fire up to `batch` due schedules in one transaction of three statements:
@@ -420,16 +422,11 @@ pub async fn fire_due_schedules(pool: &PgPool, batch: i64) -> Result<FireReport>
             usize::try_from(row.max_catch_up).unwrap_or(1),
         );
         report.skipped += left_out;
-        let mut payload = row.payload;
-        if missed == MissedRuns::Latest && left_out > 0 {
-            // Say how many runs this one stands for, where the handler looks.
-            if let Value::Object(map) = &mut payload {
-                map.insert(
-                    "_schedule".into(),
-                    serde_json::json!({ "missedOccurrences": left_out }),
-                );
-            }
-        }
+        let payload = row.payload;
+        // Say how many runs this one stands for, where the handler looks
+        // (merged by the statement, where the payload has room for it).
+        let note = (missed == MissedRuns::Latest && left_out > 0 && payload.is_object())
+            .then(|| serde_json::json!({ "_schedule": { "missedOccurrences": left_out } }));
         let jitter = u32::try_from(row.jitter_seconds).unwrap_or(0);
         for nominal in &fire {
             jobs.queues.push(row.queue.clone());
@@ -442,6 +439,7 @@ pub async fn fire_due_schedules(pool: &PgPool, batch: i64) -> Result<FireReport>
             jobs.dedup_keys.push(occurrence_key(&row.name, *nominal));
             jobs.schedule_names.push(row.name.clone());
             jobs.nominals.push(*nominal);
+            jobs.notes.push(note.clone());
         }
         next_runs.push(cron.next_after(row.db_now));
         fired_for.push(fire.last().copied());
@@ -465,6 +463,7 @@ pub async fn fire_due_schedules(pool: &PgPool, batch: i64) -> Result<FireReport>
                 .bind(&jobs.dedup_keys)
                 .bind(&jobs.schedule_names)
                 .bind(&jobs.nominals)
+                .bind(&jobs.notes)
                 .fetch_all(&mut *tx)
                 .await?;
         report.enqueued = written.len();
