@@ -20,6 +20,15 @@ async fn enqueue(api: &Api, body: Value) -> (u16, Value) {
     .await
 }
 
+/// Jobs of `job_type` in the table.
+async fn rows_of_type(api: &Api, job_type: &str) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM jobs WHERE job_type = $1")
+        .bind(job_type)
+        .fetch_one(&api.pool)
+        .await
+        .unwrap()
+}
+
 fn job_id(body: &Value) -> Uuid {
     body["jobId"].as_str().unwrap().parse().unwrap()
 }
@@ -1443,6 +1452,51 @@ async fn a_token_bound_to_a_tenant_keeps_to_its_jobs(pool: PgPool) {
         body.get("jobId").is_none() && !body.to_string().contains("bigco"),
         "{body}"
     );
+    // Its keys are checked as it sent them, before the tenant's name is
+    // added: an empty key is refused as for any token (it used to be stored
+    // as `tenant:4:acme:`, making every later empty key a duplicate), and
+    // the bound it is told is the one that applies to it.
+    let before = rows_of_type(&api, "keyed_by_acme").await;
+    let room = 1024 - "tenant:4:acme:".len();
+    for (key, why) in [
+        (String::new(), "empty"),
+        (
+            "k".repeat(room + 1),
+            "one byte over the room the tenant's name leaves",
+        ),
+    ] {
+        let (status, body) = parts(
+            post(json!({"type": "keyed_by_acme", "idempotencyKey": key}))
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(
+            (status, error_code(&body), body["error"]["field"].clone()),
+            (400, "INVALID_FIELD", json!("idempotencyKey")),
+            "{why}: {body}"
+        );
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("1 to {room} bytes")),
+            "{why}: {body}"
+        );
+    }
+    assert_eq!(
+        rows_of_type(&api, "keyed_by_acme").await,
+        before,
+        "nothing written"
+    );
+    let (status, body) = parts(
+        post(json!({"type": "keyed_by_acme", "idempotencyKey": "k".repeat(room)}))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 201, "a key of exactly the room is taken: {body}");
+    assert_eq!(body["idempotencyKey"], "k".repeat(room), "{body}");
 
     // Every call over many jobs or a queue refuses it.
     for path in [

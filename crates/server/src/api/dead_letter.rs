@@ -150,6 +150,15 @@ pub(crate) async fn retry_dead_letters(
         .as_deref()
         .map(|at| parse_time("until", at))
         .transpose()?;
+    if let (Some(since), Some(until)) = (since, until)
+        && since > until
+    {
+        // As the command line refuses it: no job can fall within.
+        return Err(ApiError::invalid_field(
+            "since",
+            format!("{since} is after until ({until}): no job can match"),
+        ));
+    }
     let filter = ReplayFilter {
         job_type,
         error_code,

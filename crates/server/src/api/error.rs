@@ -262,6 +262,19 @@ impl From<jobwire_core::Error> for ApiError {
                 retry_after,
             },
             Core::Database(err) => database_error(&err),
+            // A check of the schema refused a value the request carried (a
+            // tenant the database's collation counts as blank, say): the
+            // request's to change, and nothing was written.
+            Core::ConstraintViolation {
+                constraint,
+                message,
+            } => {
+                tracing::warn!(%constraint, %message, "the database refused a value of a request");
+                ApiError::bad_request(
+                    "INVALID_INPUT",
+                    format!("The database refused a value of the request: {message}"),
+                )
+            }
             other => {
                 tracing::error!(error = %other, "unexpected core error");
                 ApiError::Internal

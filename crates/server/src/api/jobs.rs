@@ -328,7 +328,22 @@ pub(crate) async fn enqueue_job(
         // token's keys are its tenant's own, so that one tenant can neither
         // see another's job through a key nor take a key another will use.
         let key = match &token.tenant {
-            Some(bound) => tenant_scoped_key(bound, &key),
+            Some(bound) => {
+                // Checked as sent, before the tenant's name is added: an
+                // empty key would otherwise pass as `tenant:…:` and make
+                // every later empty key of its type a duplicate.
+                let room = jobwire_core::MAX_DEDUP_KEY_LEN - tenant_scoped_key(bound, "").len();
+                if key.is_empty() || key.len() > room {
+                    return Err(ApiError::invalid_field(
+                        "idempotencyKey",
+                        format!(
+                            "must be 1 to {room} bytes with a token bound to tenant {bound:?} (stored with the tenant's name, within {} bytes)",
+                            jobwire_core::MAX_DEDUP_KEY_LEN
+                        ),
+                    ));
+                }
+                tenant_scoped_key(bound, &key)
+            }
             None => key,
         };
         job = job.with_dedup_key(key);
