@@ -578,7 +578,7 @@ async fn a_read_only_token_changes_nothing_and_forms_need_their_csrf_token(pool:
     for action in [
         format!("/ui/jobs/{}/replay", seeded.webhooks[0]),
         format!("/ui/jobs/{}/cancel", seeded.delayed),
-        "/ui/queues/default/pause".to_owned(),
+        "/ui/queues/pause".to_owned(),
         "/ui/schedules/nightly-report/pause".to_owned(),
     ] {
         browser.goto(&format!("{base}/ui")).await;
@@ -613,7 +613,7 @@ async fn a_read_only_token_changes_nothing_and_forms_need_their_csrf_token(pool:
              form.querySelector('input[name=csrf]').remove(); form.submit();",
         )
         .await;
-    assert_eq!(browser.path().await, "/ui/queues/default/pause");
+    assert_eq!(browser.path().await, "/ui/queues/pause");
     assert!(browser.body_text().await.contains("403 CSRF_REJECTED"));
     assert!(!queue_paused(&pool, "default").await);
     browser.goto(&format!("{base}/ui/queues")).await;
@@ -623,7 +623,7 @@ async fn a_read_only_token_changes_nothing_and_forms_need_their_csrf_token(pool:
              form.querySelector('input[name=csrf]').value = 'ab'.repeat(32); form.submit();",
         )
         .await;
-    assert_eq!(browser.path().await, "/ui/queues/default/pause");
+    assert_eq!(browser.path().await, "/ui/queues/pause");
     assert!(browser.body_text().await.contains("403 CSRF_REJECTED"));
     assert!(!queue_paused(&pool, "default").await);
 

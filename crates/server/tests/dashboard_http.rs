@@ -91,6 +91,8 @@ async fn log_in(api: &Api, token: &str) -> (String, String) {
     for flag in ["HttpOnly", "SameSite=Strict", "Path=/ui"] {
         assert!(header.contains(flag), "{header} lacks {flag}");
     }
+    // Reached over plain HTTP: a Secure cookie would never come back.
+    assert!(!header.contains("Secure"), "{header}");
     let cookie = format!("jobwire_session={}", cookie_value(&header));
     // The login page, for someone logged in, leads to the overview.
     let again = get_with(api, "/ui/login", &cookie).await;
@@ -191,6 +193,48 @@ async fn sessions_are_stored_hashed_and_end_with_logout_or_the_token(pool: PgPoo
     );
     let after = get_with(&api, "/ui", &cookie).await;
     assert_eq!(after.status(), StatusCode::SEE_OTHER);
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn behind_a_tls_proxy_the_cookies_are_secure(pool: PgPool) {
+    let api = Api::start(pool).await;
+    for (header, value) in [
+        ("x-forwarded-proto", "https"),
+        ("forwarded", "for=192.0.2.60;proto=https"),
+    ] {
+        let page = client()
+            .get(api.url("/ui/login"))
+            .header(header, value)
+            .send()
+            .await
+            .unwrap();
+        let login_cookie = set_cookie(&page, "jobwire_login").unwrap().to_owned();
+        assert!(login_cookie.contains("Secure"), "{header}: {login_cookie}");
+        let login = cookie_value(&login_cookie);
+        let response = client()
+            .post(api.url("/ui/login"))
+            .header(header, value)
+            .header(COOKIE, format!("jobwire_login={login}"))
+            .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(form(&[("token", &api.read), ("csrf", &login)]))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::SEE_OTHER, "{header}");
+        let session = set_cookie(&response, "jobwire_session").unwrap();
+        for flag in ["Secure", "HttpOnly", "SameSite=Strict", "Path=/ui"] {
+            assert!(session.contains(flag), "{header}: {session} lacks {flag}");
+        }
+    }
+    // A proxy that says the browser came over plain HTTP: not Secure.
+    let page = client()
+        .get(api.url("/ui/login"))
+        .header("x-forwarded-proto", "http")
+        .send()
+        .await
+        .unwrap();
+    let login_cookie = set_cookie(&page, "jobwire_login").unwrap();
+    assert!(!login_cookie.contains("Secure"), "{login_cookie}");
 }
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
@@ -350,7 +394,13 @@ async fn bad_input_on_pages_and_forms_is_a_clear_error_and_writes_nothing(pool: 
             "INVALID_FORM",
         ),
         (
-            format!("/ui/queues/{}/pause", "q".repeat(300)),
+            "/ui/queues/pause".to_owned(),
+            with_csrf(&format!("&queue={}", "q".repeat(300))),
+            400,
+            "INVALID_QUEUE",
+        ),
+        (
+            "/ui/queues/pause".to_owned(),
             with_csrf(""),
             400,
             "INVALID_QUEUE",
@@ -392,6 +442,52 @@ async fn bad_input_on_pages_and_forms_is_a_clear_error_and_writes_nothing(pool: 
         0,
         "no queue paused"
     );
+}
+
+/// A queue named `.` or `..` is paused and resumed from its row like any
+/// other. Its name was a path segment of the form's address, which the
+/// browser resolved away (`/ui/queues/%2E%2E/pause` became `/ui/pause`).
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn queues_named_like_path_segments_are_paused_from_their_row(pool: PgPool) {
+    let api = Api::start(pool.clone()).await;
+    for queue in [".", "..", "a/b?c#d"] {
+        jobwire_core::enqueue(&pool, &NewJob::new("noop", json!({})).with_queue(queue))
+            .await
+            .unwrap();
+    }
+    let (cookie, csrf) = log_in(&api, &api.admin).await;
+    let page = get_with(&api, "/ui/queues", &cookie)
+        .await
+        .text()
+        .await
+        .unwrap();
+    for queue in [".", ".."] {
+        assert!(
+            page.contains(&format!(
+                r#"<input type="hidden" name="queue" value="{queue}">"#
+            )),
+            "{queue}'s row names it in its form: {page}"
+        );
+    }
+    for (queue, encoded) in [(".", "."), ("..", ".."), ("a/b?c#d", "a%2Fb%3Fc%23d")] {
+        for (action, paused) in [("pause", true), ("resume", false)] {
+            let response = client()
+                .post(api.url(&format!("/ui/queues/{action}")))
+                .header(COOKIE, &cookie)
+                .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .body(format!("csrf={csrf}&queue={encoded}"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), StatusCode::SEE_OTHER, "{action} {queue}");
+            let now: bool = sqlx::query_scalar("SELECT paused FROM job_queues WHERE queue = $1")
+                .bind(queue)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            assert_eq!(now, paused, "{action} {queue}");
+        }
+    }
 }
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]

@@ -64,12 +64,10 @@ pub(crate) fn state_badge(state: JobState) -> Markup {
 }
 
 /// `text` escaped as one segment of a URL path (a space is %20 there, not
-/// the form encoding's +; a segment `.` or `..` would be resolved away by
-/// the browser, so its dots are escaped too).
+/// the form encoding's +). Not for a text that may be `.` or `..`: the
+/// browser resolves such a segment away, escaped or not (a queue's name
+/// rides in its form instead; a schedule's name cannot start with a dot).
 pub(crate) fn path_segment(text: &str) -> String {
-    if text == "." || text == ".." {
-        return text.replace('.', "%2E");
-    }
     url::form_urlencoded::byte_serialize(text.as_bytes())
         .collect::<String>()
         .replace('+', "%20")
@@ -107,8 +105,6 @@ mod tests {
     #[test]
     fn path_segments_survive_the_browser() {
         assert_eq!(path_segment("a b/c+d"), "a%20b%2Fc%2Bd");
-        assert_eq!(path_segment(".."), "%2E%2E");
-        assert_eq!(path_segment("."), "%2E");
         assert_eq!(path_segment("v1.2"), "v1.2");
     }
 }

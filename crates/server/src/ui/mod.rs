@@ -25,6 +25,7 @@ mod dead_letters;
 mod error;
 mod extract;
 mod format;
+mod https;
 mod jobs;
 mod layout;
 mod overview;
@@ -56,8 +57,8 @@ pub(crate) fn routes() -> Router<ApiState> {
             get(dead_letters::confirm_retry).post(dead_letters::retry),
         )
         .route("/ui/queues", get(queues::list))
-        .route("/ui/queues/{name}/pause", post(queues::pause))
-        .route("/ui/queues/{name}/resume", post(queues::resume))
+        .route("/ui/queues/pause", post(queues::pause))
+        .route("/ui/queues/resume", post(queues::resume))
         .route("/ui/schedules", get(schedules::list))
         .route("/ui/schedules/{name}/pause", post(schedules::pause))
         .route("/ui/schedules/{name}/resume", post(schedules::resume))

@@ -4,17 +4,26 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Redirect, Response};
 use jobwire_core::Scope;
 use maud::{Markup, html};
+use serde::Deserialize;
 
 use super::error::UiError;
-use super::extract::{UiForm, UiPath};
-use super::format::{age, count, dispatch_path, path_segment};
+use super::extract::UiForm;
+use super::format::{age, count, dispatch_path};
 use super::layout::{Section, page};
-use super::session::{ActionForm, Viewer};
+use super::session::Viewer;
 use crate::api::ApiState;
 use crate::api::extract::check_queue_name;
 
-fn action_href(name: &str, action: &str) -> String {
-    format!("/ui/queues/{}/{action}", path_segment(name))
+/// A pause or resume button. The queue rides in the form, not in the path:
+/// a queue may be named `.` or `..`, a path segment the browser resolves
+/// away (escaped or not) before it sends the form.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct QueueForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    queue: String,
 }
 
 /// `GET /ui/queues`.
@@ -51,8 +60,9 @@ pub(crate) async fn list(viewer: Viewer, State(state): State<ApiState>) -> Resul
                             @if admin {
                                 td data-label="" {
                                     @let action = if queue.paused { "resume" } else { "pause" };
-                                    form.inline method="post" action=(action_href(&queue.queue, action)) {
+                                    form.inline method="post" action=(format!("/ui/queues/{action}")) {
                                         (viewer.csrf_field())
+                                        input type="hidden" name="queue" value=(queue.queue);
                                         button.small.secondary[!queue.paused] type="submit" {
                                             @if queue.paused { "Resume" } @else { "Pause" }
                                         }
@@ -74,47 +84,31 @@ pub(crate) async fn list(viewer: Viewer, State(state): State<ApiState>) -> Resul
 async fn set_paused(
     viewer: Viewer,
     state: ApiState,
-    queue: String,
-    csrf: &str,
+    form: QueueForm,
     paused: bool,
 ) -> Result<Response, UiError> {
-    viewer.authorize(csrf, Scope::Admin)?;
+    viewer.authorize(&form.csrf, Scope::Admin)?;
+    let queue = form.queue;
     check_queue_name(&queue)?;
     jobwire_core::set_queue_paused(&state.pool, &queue, paused).await?;
     tracing::info!(actor = %viewer.token.name, %queue, paused, "queue pause changed from the dashboard");
     Ok(Redirect::to("/ui/queues").into_response())
 }
 
-/// `POST /ui/queues/{name}/pause`.
+/// `POST /ui/queues/pause` (the form names the queue).
 pub(crate) async fn pause(
     viewer: Viewer,
     State(state): State<ApiState>,
-    UiPath(queue): UiPath,
-    UiForm(form): UiForm<ActionForm>,
+    UiForm(form): UiForm<QueueForm>,
 ) -> Result<Response, UiError> {
-    set_paused(viewer, state, queue, &form.csrf, true).await
+    set_paused(viewer, state, form, true).await
 }
 
-/// `POST /ui/queues/{name}/resume`.
+/// `POST /ui/queues/resume` (the form names the queue).
 pub(crate) async fn resume(
     viewer: Viewer,
     State(state): State<ApiState>,
-    UiPath(queue): UiPath,
-    UiForm(form): UiForm<ActionForm>,
+    UiForm(form): UiForm<QueueForm>,
 ) -> Result<Response, UiError> {
-    set_paused(viewer, state, queue, &form.csrf, false).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::action_href;
-
-    #[test]
-    fn queue_names_are_escaped_as_path_segments() {
-        assert_eq!(action_href("bulk", "pause"), "/ui/queues/bulk/pause");
-        assert_eq!(
-            action_href("a b/c", "resume"),
-            "/ui/queues/a%20b%2Fc/resume"
-        );
-    }
+    set_paused(viewer, state, form, false).await
 }

@@ -2,7 +2,7 @@
 //! the forms.
 //!
 //! The browser keeps a random session secret in an HttpOnly, SameSite=Strict
-//! cookie scoped to `/ui`; the database keeps its SHA-256
+//! cookie scoped to `/ui` (and Secure behind a TLS proxy); the database keeps its SHA-256
 //! (`job_ui_sessions`), so logging out or revoking the token ends the
 //! session for good. Each form carries a CSRF token that is a hash of the
 //! session secret: a page from elsewhere can neither read the cookie nor
@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
-use axum::http::{StatusCode, Uri};
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum_extra::extract::CookieJar;
 use axum_extra::extract::cookie::{Cookie, SameSite};
@@ -26,6 +26,7 @@ use subtle::ConstantTimeEq;
 
 use super::error::UiError;
 use super::extract::UiForm;
+use super::https::came_over_https;
 use super::layout::{Section, page};
 use crate::api::ApiState;
 
@@ -57,14 +58,21 @@ fn csrf_token(secret: &str) -> String {
     digest.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
-/// A cookie only this server's pages send back, invisible to any script.
-/// No Max-Age: the browser drops it when it closes, and the database's
-/// expiry bounds it either way.
-fn cookie(name: &'static str, value: String, path: &'static str) -> Cookie<'static> {
+/// A cookie only this server's pages send back, invisible to any script,
+/// and sent over HTTPS only when the page was reached over it (behind a
+/// TLS proxy: [`came_over_https`]). No Max-Age: the browser drops it when
+/// it closes, and the database's expiry bounds it either way.
+fn cookie(
+    name: &'static str,
+    value: String,
+    path: &'static str,
+    headers: &HeaderMap,
+) -> Cookie<'static> {
     Cookie::build((name, value))
         .path(path)
         .http_only(true)
         .same_site(SameSite::Strict)
+        .secure(came_over_https(headers))
         .build()
 }
 
@@ -149,13 +157,14 @@ pub(crate) async fn login_page(
     State(state): State<ApiState>,
     jar: CookieJar,
     uri: Uri,
+    headers: HeaderMap,
 ) -> Response {
     if Viewer::of_session(&jar, &state).await.is_ok() {
         return Redirect::to("/ui").into_response();
     }
     let notice = (uri.query() == Some("logged-out")).then_some("You are logged out.");
     let value = random_hex();
-    let jar = jar.add(cookie(LOGIN_COOKIE, value.clone(), "/ui/login"));
+    let jar = jar.add(cookie(LOGIN_COOKIE, value.clone(), "/ui/login", &headers));
     (jar, login_form(&value, notice, None)).into_response()
 }
 
@@ -195,6 +204,7 @@ pub(crate) struct LoginForm {
 pub(crate) async fn log_in(
     State(state): State<ApiState>,
     jar: CookieJar,
+    headers: HeaderMap,
     UiForm(form): UiForm<LoginForm>,
 ) -> Result<Response, UiError> {
     let expected = jar
@@ -235,7 +245,7 @@ pub(crate) async fn log_in(
     tracing::info!(actor = %token.name, scope = %token.scope, "dashboard login");
     let jar = jar
         .remove(Cookie::build(LOGIN_COOKIE).path("/ui/login"))
-        .add(cookie(SESSION_COOKIE, session.secret, "/ui"));
+        .add(cookie(SESSION_COOKIE, session.secret, "/ui", &headers));
     Ok((jar, Redirect::to("/ui")).into_response())
 }
 
