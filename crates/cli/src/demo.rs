@@ -24,8 +24,8 @@ use uuid::Uuid;
 
 #[derive(clap::Args)]
 pub(crate) struct DemoArgs {
-    /// Give up waiting for the jobs after this many seconds.
-    #[arg(long, default_value_t = 60)]
+    /// Give up waiting for the jobs after this many seconds (at most a day).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     timeout_s: u64,
     /// How wake-ups travel; default `memory`: outbox, relay and wake-up
     /// consumer in this process, nothing to install.

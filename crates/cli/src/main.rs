@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use cmd::bench::BenchArgs;
 use cmd::bench_http::BenchHttpArgs;
 use cmd::bench_schedules::BenchSchedulesArgs;
@@ -148,7 +148,7 @@ async fn main() -> ExitCode {
 }
 
 async fn main_result() -> Result<()> {
-    let cli = Cli::parse();
+    let cli = parse_command_line();
     let default_filter = match cli.command {
         Command::Worker(_)
         | Command::Relay(_)
@@ -171,6 +171,27 @@ async fn main_result() -> Result<()> {
     // A command that failed says so first; one that did not fails if its
     // output was lost.
     result.and_then(|()| output::finish())
+}
+
+/// The command line, parsed. A negative number is a value to every
+/// argument (`--lease-ms -5`), so that the argument's own parser refuses it
+/// in its words; clap alone took `-5` for a flag nobody defined.
+fn parse_command_line() -> Cli {
+    let mut matches = negative_numbers_are_values(Cli::command()).get_matches();
+    Cli::from_arg_matches_mut(&mut matches)
+        .unwrap_or_else(|err| err.format(&mut Cli::command()).exit())
+}
+
+fn negative_numbers_are_values(command: clap::Command) -> clap::Command {
+    command
+        .mut_args(|arg| {
+            if arg.get_action().takes_values() {
+                arg.allow_negative_numbers(true)
+            } else {
+                arg
+            }
+        })
+        .mut_subcommands(negative_numbers_are_values)
 }
 
 async fn dispatch(cli: Cli) -> Result<()> {

@@ -290,7 +290,7 @@ async fn the_cli_enqueues_reports_and_cancels() {
 async fn bad_command_line_input_gets_a_clear_error_and_writes_nothing() {
     let db = FreshDatabase::create().await;
     assert!(jobwire(&db.url, &["migrate"]).status.success());
-    let cases: [(&[&str], &str); 20] = [
+    let cases: [(&[&str], &str); 25] = [
         (
             &["serve", "--metrics-interval-ms", "20000"],
             "20000 is not in 1..=10000",
@@ -418,6 +418,30 @@ async fn bad_command_line_input_gets_a_clear_error_and_writes_nothing() {
             &["outbox", "replay", "--id", "abc"],
             "\"abc\" is not an outbox row id",
         ),
+        // A negative number is a bad value of its flag, not a flag nobody
+        // defined (clap's "unexpected argument '-5'").
+        (
+            &["worker", "--lease-ms", "-5"],
+            "invalid value '-5' for '--lease-ms <LEASE_MS>'",
+        ),
+        (
+            &["relay", "--poll-ms", "-1"],
+            "invalid value '-1' for '--poll-ms <POLL_MS>'",
+        ),
+        // Values past what a clock or a statement can hold: each used to
+        // panic, or to fail every pass in silence.
+        (
+            &["enqueue", "noop", "--delay-ms", "9000000000000000"],
+            "invalid --delay-ms: must make the job due before the year 10000",
+        ),
+        (
+            &["enqueue", "noop", "--delay-ms=-9223372036854775808"],
+            "invalid --delay-ms: must not be negative",
+        ),
+        (
+            &["relay", "--batch-size", "18446744073709551615"],
+            "must be at most 100000",
+        ),
     ];
     for (args, message) in cases {
         let output = jobwire(&db.url, args);
@@ -458,13 +482,20 @@ async fn bad_command_line_input_gets_a_clear_error_and_writes_nothing() {
     // Refused once, before the worker starts or declares anything.
     let worker = refused(&db.url, &["worker", "--lease-ms", "0"]).await;
     assert!(!worker.status.success());
-    assert_says(&stderr(&worker), "at least 300 ms, got 0 ms");
+    assert_says(
+        &stderr(&worker),
+        "from 300 ms to 86400000 ms (a day), got 0 ms",
+    );
     assert_eq!(
         stderr(&worker).matches("300 ms").count(),
         1,
         "{}",
         stderr(&worker)
     );
+    // A lease of centuries claimed jobs with an end no client could read.
+    let worker = refused(&db.url, &["worker", "--lease-ms", "9000000000000000"]).await;
+    assert!(!worker.status.success());
+    assert_says(&stderr(&worker), "got 9000000000000000 ms");
 
     let not_postgres = jobwire("mysql://root@127.0.0.1:5432/none", &["migrate"]);
     assert!(!not_postgres.status.success());

@@ -104,10 +104,27 @@ impl Default for RelayConfig {
 }
 
 impl RelayConfig {
+    /// Most outbox rows one pass takes (one transaction, one publish call).
+    pub const MAX_BATCH_SIZE: usize = 100_000;
+    /// Most drain tasks (each holds a connection while it passes).
+    pub const MAX_CONCURRENCY: usize = 1_000;
+
     /// Reject settings that cannot work.
     pub fn validate(&self) -> Result<(), InvalidSetting> {
         InvalidSetting::require_positive("relay.batch_size", self.batch_size)?;
         InvalidSetting::require_positive("relay.concurrency", self.concurrency)?;
+        if self.batch_size > Self::MAX_BATCH_SIZE {
+            return Err(InvalidSetting::new(
+                "relay.batch_size",
+                format!("must be at most {}", Self::MAX_BATCH_SIZE),
+            ));
+        }
+        if self.concurrency > Self::MAX_CONCURRENCY {
+            return Err(InvalidSetting::new(
+                "relay.concurrency",
+                format!("must be at most {}", Self::MAX_CONCURRENCY),
+            ));
+        }
         if self.max_attempts < 1 {
             return Err(InvalidSetting::new(
                 "relay.max_attempts",

@@ -18,15 +18,15 @@ pub(crate) enum QueueCommand {
         /// The queue.
         queue: String,
         /// Most jobs waiting on the queue (at least 1, or none).
-        #[arg(long, value_name = "N|none", value_parser = count_limit, allow_negative_numbers = true)]
+        #[arg(long, value_name = "N|none", value_parser = count_limit)]
         max_queued: Option<LimitArg<u32>>,
         /// From this many waiting jobs on, refuse jobs less urgent than
         /// --shed-priority (at least 1, or none).
-        #[arg(long, value_name = "N|none", value_parser = count_limit, allow_negative_numbers = true)]
+        #[arg(long, value_name = "N|none", value_parser = count_limit)]
         shed_depth: Option<LimitArg<u32>>,
         /// The least urgent priority still taken at the shedding depth (lower
         /// numbers are more urgent). Default with --shed-depth: 0.
-        #[arg(long, allow_negative_numbers = true)]
+        #[arg(long)]
         shed_priority: Option<i16>,
         /// Remove every limit of the queue instead.
         #[arg(long, conflicts_with_all = ["max_queued", "shed_depth", "shed_priority"])]

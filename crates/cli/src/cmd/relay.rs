@@ -16,11 +16,11 @@ pub(crate) struct RelayArgs {
     broker: brokers::BrokerArgs,
     /// Most rows per pass (one transaction, one publish call).
     #[arg(long, default_value_t = jobwire_relay::RelayConfig::default().batch_size,
-          value_parser = super::count_arg::at_least_one, allow_negative_numbers = true)]
+          value_parser = super::count_arg::at_least_one)]
     batch_size: usize,
     /// Parallel drain tasks (unordered mode).
     #[arg(long, default_value_t = jobwire_relay::RelayConfig::default().concurrency,
-          value_parser = super::count_arg::at_least_one, allow_negative_numbers = true)]
+          value_parser = super::count_arg::at_least_one)]
     concurrency: usize,
     /// Publish rows of one message key in id order, with keys hashed into
     /// this many shards (each drained by one relay at a time).

@@ -30,7 +30,7 @@ pub(crate) struct ReplayArgs {
     #[arg(long, value_parser = super::time_arg::rfc3339_time)]
     until: Option<DateTime<Utc>>,
     /// Most jobs a group replay requeues (default: every match).
-    #[arg(long, value_parser = replay_limit, allow_negative_numbers = true)]
+    #[arg(long, value_parser = replay_limit)]
     limit: Option<i64>,
     /// Who is replaying (recorded in job_audit).
     #[arg(long, env = "USER", default_value = "operator")]

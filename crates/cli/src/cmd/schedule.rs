@@ -57,7 +57,7 @@ pub(crate) struct PutArgs {
     #[command(flatten)]
     job: JobFields,
     /// Spread each occurrence's start over this many seconds (at most 86400).
-    #[arg(long, default_value_t = 0, allow_negative_numbers = true,
+    #[arg(long, default_value_t = 0,
           value_parser = clap::value_parser!(u32).range(0..=i64::from(jobwire_core::store::MAX_JITTER_SECONDS)))]
     jitter_seconds: u32,
     /// Occurrences missed while no scheduler ran: skip them, run the latest
@@ -65,7 +65,7 @@ pub(crate) struct PutArgs {
     #[arg(long, default_value = "latest", value_parser = ["skip", "latest", "all"])]
     missed: String,
     /// Most missed occurrences `--missed all` enqueues at once (1 to 10000).
-    #[arg(long, default_value_t = 100, allow_negative_numbers = true,
+    #[arg(long, default_value_t = 100,
           value_parser = clap::value_parser!(u32).range(1..=i64::from(jobwire_core::store::MAX_CATCH_UP)))]
     max_catch_up: u32,
 }

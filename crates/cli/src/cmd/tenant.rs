@@ -55,11 +55,11 @@ pub(crate) enum TenantCommand {
         #[arg(long)]
         tenant: Option<String>,
         /// Most running jobs per tenant (at least 1, or none).
-        #[arg(long, value_name = "N|none", value_parser = count_limit, allow_negative_numbers = true)]
+        #[arg(long, value_name = "N|none", value_parser = count_limit)]
         max_running: Option<LimitArg<u32>>,
         /// Most waiting jobs per tenant: an enqueue past it is refused
         /// (queue full), and nothing is written (at least 1, or none).
-        #[arg(long, value_name = "N|none", value_parser = count_limit, allow_negative_numbers = true)]
+        #[arg(long, value_name = "N|none", value_parser = count_limit)]
         max_queued: Option<LimitArg<u32>>,
         /// How fast a tenant may enqueue, like 100/s, 600/min, 1000/h, 20000/d or
         /// 50/10s: an enqueue past it is refused (rate limited), or none.

@@ -97,12 +97,12 @@ pub(crate) struct RunArgs {
     /// The in-process relay: most outbox rows per pass (one transaction, one
     /// publish call), as `jobwire relay --batch-size`.
     #[arg(long, default_value_t = jobwire_relay::RelayConfig::default().batch_size,
-          value_parser = super::count_arg::at_least_one, allow_negative_numbers = true)]
+          value_parser = super::count_arg::at_least_one)]
     relay_batch_size: usize,
     /// The in-process relay: parallel drain tasks, as `jobwire relay
     /// --concurrency`.
     #[arg(long, default_value_t = jobwire_relay::RelayConfig::default().concurrency,
-          value_parser = super::count_arg::at_least_one, allow_negative_numbers = true)]
+          value_parser = super::count_arg::at_least_one)]
     relay_concurrency: usize,
 }
 
