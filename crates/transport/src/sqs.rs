@@ -143,25 +143,7 @@ impl SqsTransport {
         if let Some(url) = self.queue_urls.lock().await.get(&name) {
             return Ok(url.clone());
         }
-        let mut request = self.client.create_queue().queue_name(&name);
-        if self.config.fifo {
-            request = request.attributes(QueueAttributeName::FifoQueue, "true");
-        }
-        let output = request.send().await.map_err(|err| {
-            let text = error_text(&err);
-            match err.code() {
-                Some(code)
-                    if code.contains("InvalidParameter") || code.contains("InvalidAttribute") =>
-                {
-                    PublishError::Rejected(text)
-                }
-                _ => PublishError::Unavailable(text),
-            }
-        })?;
-        let url = output
-            .queue_url()
-            .ok_or_else(|| PublishError::Unavailable("CreateQueue returned no URL".into()))?
-            .to_owned();
+        let url = create_queue(&self.client, &name, self.config.fifo).await?;
         self.queue_urls.lock().await.insert(name, url.clone());
         Ok(url)
     }
@@ -424,6 +406,8 @@ impl Transport for SqsTransport {
         Ok(Box::new(SqsSubscriber {
             client: self.client.clone(),
             topic: topic.to_owned(),
+            queue_name: self.queue_name(topic)?,
+            fifo: self.config.fifo,
             url,
             visibility_timeout: options.visibility_timeout,
             outstanding: HashSet::new(),
@@ -495,6 +479,30 @@ fn unavailable<E: std::error::Error + 'static>(err: E) -> TransportError {
     TransportError::Unavailable(error_text(&err))
 }
 
+/// Create queue `name` (or find it, if it exists with the same
+/// attributes) and return its URL.
+async fn create_queue(client: &Client, name: &str, fifo: bool) -> Result<String, PublishError> {
+    let mut request = client.create_queue().queue_name(name);
+    if fifo {
+        request = request.attributes(QueueAttributeName::FifoQueue, "true");
+    }
+    let output = request.send().await.map_err(|err| {
+        let text = error_text(&err);
+        match err.code() {
+            Some(code)
+                if code.contains("InvalidParameter") || code.contains("InvalidAttribute") =>
+            {
+                PublishError::Rejected(text)
+            }
+            _ => PublishError::Unavailable(text),
+        }
+    })?;
+    output
+        .queue_url()
+        .map(str::to_owned)
+        .ok_or_else(|| PublishError::Unavailable("CreateQueue returned no URL".into()))
+}
+
 /// Whether SQS says the queue is not there: the code is the query
 /// protocol's under AWS's JSON compatibility header, the plain one from
 /// emulators that do not send it.
@@ -520,6 +528,9 @@ fn long_poll_seconds(wait: Duration) -> i32 {
 struct SqsSubscriber {
     client: Client,
     topic: String,
+    /// The queue's name and kind, to create it again if it goes away.
+    queue_name: String,
+    fifo: bool,
     url: String,
     visibility_timeout: Duration,
     /// Receipt handles received and not yet acked or nacked; `close` makes
@@ -612,8 +623,24 @@ impl Subscriber for SqsSubscriber {
             .message_attribute_names("All")
             .message_system_attribute_names(MessageSystemAttributeName::All)
             .send()
-            .await
-            .map_err(unavailable)?;
+            .await;
+        let output = match output {
+            Ok(output) => output,
+            Err(err) if queue_missing(&err) => {
+                // Deleted under us, or an emulator restarted empty: the
+                // relay creates it again only when it next publishes, and
+                // an idle queue may not see a publish for a long time.
+                // Created here, the next receive finds it.
+                let url = create_queue(&self.client, &self.queue_name, self.fifo).await?;
+                self.url = url;
+                self.outstanding.clear();
+                return Err(TransportError::Unavailable(format!(
+                    "{}; created the queue again",
+                    error_text(&err)
+                )));
+            }
+            Err(err) => return Err(unavailable(err)),
+        };
         let mut deliveries = Vec::new();
         for message in output.messages() {
             let Some(handle) = message.receipt_handle() else {

@@ -57,3 +57,48 @@ mod fifo {
     use super::SqsTarget;
     jobwire_transport::conformance_tests!(SqsTarget { fifo: true });
 }
+
+/// A queue deleted under its subscriber (an emulator restarted empty, a
+/// queue removed by hand) is created again by the subscriber. Before, its
+/// receive failed every few seconds until the relay next published to it,
+/// which on a quiet queue might be never: the worker logged "receive
+/// failed" for ever while the queue's wake-ups had nowhere to go. Now one
+/// receive says so, and the next one works.
+#[tokio::test]
+async fn a_subscriber_creates_its_queue_again_once_it_is_gone() {
+    let target = SqsTarget { fifo: false };
+    let transport = target.transport().await;
+    let topic = target.topic("gone");
+    let mut subscriber = transport
+        .subscribe(&topic, &target.subscribe_options())
+        .await
+        .unwrap();
+    transport.delete_topic(&topic).await.unwrap();
+    let err = subscriber
+        .receive(1, Duration::ZERO)
+        .await
+        .expect_err("the queue is gone")
+        .to_string();
+    assert!(err.contains("created the queue again"), "{err}");
+    assert!(
+        subscriber.receive(1, Duration::ZERO).await.is_ok(),
+        "the queue is back"
+    );
+    let sent = jobwire_transport::conformance::envelope(&topic, None, b"{\"after\": true}");
+    let published = transport.publish(std::slice::from_ref(&sent)).await;
+    assert!(published.iter().all(Result::is_ok), "{published:?}");
+    let mut received = Vec::new();
+    for _ in 0..10 {
+        received = subscriber.receive(1, Duration::from_secs(1)).await.unwrap();
+        if !received.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(
+        received.len(),
+        1,
+        "the wake-up published after it came back"
+    );
+    assert_eq!(received[0].payload, sent.payload);
+    transport.delete_topic(&topic).await.unwrap();
+}
