@@ -55,17 +55,17 @@ async fn subscribe(
 ) -> Option<Box<dyn Subscriber>> {
     let topic = &queue.topic;
     let mut pause = Pause::standard();
-    let mut failures = 0u32;
+    let mut outage = Outage::new();
     loop {
         match queue.transport.subscribe(topic, &queue.options).await {
             Ok(subscriber) => {
-                if failures > 0 {
-                    tracing::info!(%topic, failures, "subscribed");
+                if let Some(ended) = outage.succeeded() {
+                    tracing::info!(%topic, "subscribed {ended}");
                 }
                 return Some(subscriber);
             }
             Err(err) => {
-                failures = failures.saturating_add(1);
+                outage.failed();
                 tracing::warn!(%topic, address = %queue.transport.address(), error = %err,
                     "cannot subscribe; retrying");
                 let mut wait = pause.next_after_failure();
@@ -133,6 +133,7 @@ pub(crate) async fn consume_queue(mut queue: BrokerQueue, stop: CancellationToke
     let stats = runtime.stats();
     let mut pause = Pause::standard();
     let mut receive_outage = Outage::new();
+    let mut claim_outage = Outage::new();
     loop {
         // Receive only as many wake-ups as there are free slots: the broker
         // keeps the rest (and other workers can take them).
@@ -183,6 +184,7 @@ pub(crate) async fn consume_queue(mut queue: BrokerQueue, stop: CancellationToke
             )
             .await;
             if claimed.is_err() {
+                claim_outage.failed();
                 drop(free);
                 if sleep(pause.next_after_failure(), &stop)
                     .await
@@ -191,6 +193,9 @@ pub(crate) async fn consume_queue(mut queue: BrokerQueue, stop: CancellationToke
                     break;
                 }
                 continue;
+            }
+            if let Some(ended) = claim_outage.succeeded() {
+                tracing::info!(%topic, "claiming woken jobs again {ended}");
             }
         }
         if let Some(net) = &mut safety_net {
@@ -229,6 +234,7 @@ async fn wait_for_a_slot(
     tokio::pin!(acquire);
     let mut hold_after = HOLD_AFTER;
     let mut pause = Pause::standard();
+    let mut outage = Outage::new();
     loop {
         tokio::select! {
             biased;
@@ -242,9 +248,13 @@ async fn wait_for_a_slot(
                     // A hold returns once `wait` has passed: no spin.
                     Ok(()) => {
                         pause.reset();
+                        if let Some(ended) = outage.succeeded() {
+                            tracing::info!(%topic, "holding the subscription again {ended}");
+                        }
                         Duration::ZERO
                     }
                     Err(err) => {
+                        outage.failed();
                         tracing::warn!(%topic, error = %err, "holding the subscription failed; retrying");
                         pause.next_after_failure()
                     }
@@ -380,6 +390,8 @@ pub(crate) struct SafetyNet {
     /// Whether the last check found jobs: logs say so once per episode,
     /// not once per job.
     in_episode: bool,
+    /// Checks that failed in a row.
+    outage: Outage,
 }
 
 impl SafetyNet {
@@ -389,6 +401,7 @@ impl SafetyNet {
             interval,
             next_check: tokio::time::Instant::now() + jittered(interval, POLL_SPREAD),
             in_episode: false,
+            outage: Outage::new(),
         }
     }
 
@@ -418,10 +431,14 @@ impl SafetyNet {
             Ok(jobs) => jobs,
             Err(err) => {
                 bump(&stats.database_errors);
+                self.outage.failed();
                 tracing::warn!(%queue, error = %err, "safety-net claim failed");
                 return;
             }
         };
+        if let Some(ended) = self.outage.succeeded() {
+            tracing::info!(%queue, "safety-net claims work again {ended}");
+        }
         if jobs.is_empty() {
             if self.in_episode {
                 tracing::info!(%queue, "no job waits past the safety-net bound any more");

@@ -121,6 +121,9 @@ pub(crate) async fn run_completer(
     } = config;
     let mut batch: Vec<(Lease, FinishOutcome)> = Vec::with_capacity(batch_size);
     let mut metas: Vec<AttemptMeta> = Vec::with_capacity(batch_size);
+    // Failed writes in a row, across batches and the one-by-one rewrites:
+    // the line that ends them comes with the next write that works.
+    let mut outage = Outage::new();
     loop {
         let first = tokio::select! {
             biased;
@@ -144,7 +147,7 @@ pub(crate) async fn run_completer(
             let Some(next) = next else { break };
             take(next, &mut batch, &mut metas);
         }
-        write_batch(&pool, &owner, &batch, &metas, &stats, &stop).await;
+        write_batch(&pool, &owner, &batch, &metas, &stats, &stop, &mut outage).await;
         batch.clear();
         metas.clear();
     }
@@ -174,8 +177,10 @@ async fn write_batch(
     metas: &[AttemptMeta],
     stats: &WorkerStats,
     stop: &CancellationToken,
+    outage: &mut Outage,
 ) {
-    let Err(refused) = write_until_written(pool, owner, batch, metas, stats, stop).await else {
+    let Err(refused) = write_until_written(pool, owner, batch, metas, stats, stop, outage).await
+    else {
         return;
     };
     if batch.len() == 1 {
@@ -188,7 +193,8 @@ async fn write_batch(
     tracing::warn!(error = %refused, outcomes = batch.len(),
         "the database refused a batch of outcomes; writing them one by one");
     for (one, meta) in batch.chunks(1).zip(metas.chunks(1)) {
-        if let Err(refused) = write_until_written(pool, owner, one, meta, stats, stop).await {
+        if let Err(refused) = write_until_written(pool, owner, one, meta, stats, stop, outage).await
+        {
             give_up_on(&one[0].0, &refused);
         }
     }
@@ -211,10 +217,10 @@ async fn write_until_written(
     metas: &[AttemptMeta],
     stats: &WorkerStats,
     stop: &CancellationToken,
+    outage: &mut Outage,
 ) -> Result<(), jobwire_core::Error> {
     let mut pause = Pause::new(Duration::from_millis(50), Duration::from_secs(5));
     let mut tries_after_stop = 0;
-    let mut outage = Outage::new();
     loop {
         match jobwire_core::finish_many(pool, owner, batch).await {
             Ok(results) => {
@@ -230,6 +236,7 @@ async fn write_until_written(
             }
             Err(err) if !err.is_transient() => {
                 bump(&stats.database_errors);
+                outage.failed();
                 return Err(err);
             }
             Err(err) => {

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use jobwire_core::{HeartbeatResult, Lease, LeaseGeneration};
+use jobwire_loop::Outage;
 use sqlx::PgPool;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -153,6 +154,7 @@ pub(crate) async fn run_lease_keeper(
     stop: CancellationToken,
 ) {
     let interval = lease / 3;
+    let mut outage = Outage::new();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
@@ -166,11 +168,15 @@ pub(crate) async fn run_lease_keeper(
         match jobwire_core::heartbeat_many(&pool, &owner, &leases, lease).await {
             Ok(results) => {
                 bump(&stats.heartbeat_batches);
+                if let Some(ended) = outage.succeeded() {
+                    tracing::info!(leases = leases.len(), "heartbeating again {ended}");
+                }
                 let (renewed, lost) = table.apply(results, sent_at + lease);
                 metrics::record_renewals(renewed, lost);
             }
             Err(err) => {
                 bump(&stats.database_errors);
+                outage.failed();
                 tracing::warn!(error = %err, leases = leases.len(), "heartbeat failed");
             }
         }

@@ -264,3 +264,50 @@ async fn the_hot_tables_are_vacuumed_early(pool: PgPool) {
         "jobs_history keeps the defaults"
     );
 }
+
+/// The check that a job is due before the year 10000 goes onto a table that
+/// may already hold such a job (enqueued before it, through SQL with
+/// `run_after => 'infinity'`): the migration moves it to the last second of
+/// the year 9999 instead of failing, and the check holds from then on.
+#[sqlx::test(migrations = false)]
+async fn the_due_time_check_migrates_over_a_job_due_after_it(pool: PgPool) {
+    const CHECK_ADDED: i64 = 20261206000005;
+    let mut migrations = jobwire_core::MIGRATOR.iter();
+    for migration in migrations.by_ref().take_while(|m| m.version < CHECK_ADDED) {
+        sqlx::raw_sql(migration.sql.clone())
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    let late: uuid::Uuid =
+        sqlx::query_scalar("SELECT job_id FROM jobwire_enqueue('late', run_after => 'infinity')")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    // `take_while` used up the first migration it refused: run it now.
+    let check = jobwire_core::MIGRATOR
+        .iter()
+        .find(|m| m.version == CHECK_ADDED)
+        .unwrap();
+    sqlx::raw_sql(check.sql.clone())
+        .execute(&pool)
+        .await
+        .unwrap();
+    let (run_after, infinite): (String, bool) = sqlx::query_as(
+        "SELECT run_after::text, NOT isfinite(run_after) FROM jobs WHERE job_id = $1",
+    )
+    .bind(late)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(!infinite);
+    assert!(run_after.starts_with("9999-12-31 23:59:59"), "{run_after}");
+    let refused = sqlx::query("SELECT jobwire_enqueue('late', run_after => 'infinity')")
+        .execute(&pool)
+        .await
+        .expect_err("the check holds from now on");
+    assert_eq!(
+        refused.as_database_error().and_then(|db| db.constraint()),
+        Some("jobs_run_after_before_10000")
+    );
+}

@@ -163,16 +163,17 @@ impl Relay {
             if let Ok(outcome) = &passed {
                 if outcome.broker_down {
                     down_since.get_or_insert_with(Instant::now);
-                } else if let Some(since) = down_since.take() {
-                    // A pass with nothing published (no row due, or only
-                    // rows the broker rejected) says nothing either way.
-                    if outcome.published > 0 {
-                        tracing::info!(
-                            transport = self.transport.name(),
-                            unavailable_for = ?since.elapsed(),
-                            "broker reachable again; publishing"
-                        );
-                    }
+                } else if outcome.published > 0
+                    && let Some(since) = down_since.take()
+                {
+                    // Only a publish says the broker is back: a pass with
+                    // nothing published (no row due, or only rows the
+                    // broker rejected) says nothing either way.
+                    tracing::info!(
+                        transport = self.transport.name(),
+                        unavailable_for = ?since.elapsed(),
+                        "broker reachable again; publishing"
+                    );
                 }
             }
             match passed {

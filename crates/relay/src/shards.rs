@@ -6,7 +6,7 @@ use std::time::Duration;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
-use jobwire_loop::{POLL_SPREAD, jittered, sleep};
+use jobwire_loop::{Outage, POLL_SPREAD, jittered, sleep};
 
 /// Hold as many key-shard advisory locks as this relay can get, on one
 /// session connection, retrying the others every few seconds (a relay that
@@ -17,10 +17,13 @@ pub(crate) async fn hold_shards(
     held: Arc<tokio::sync::RwLock<Vec<i64>>>,
     shutdown: CancellationToken,
 ) {
+    // From a lost or refused connection to the next that holds locks.
+    let mut outage = Outage::new();
     while !shutdown.is_cancelled() {
         let mut connection = match pool.acquire().await {
             Ok(connection) => connection.detach(),
             Err(err) => {
+                outage.failed();
                 tracing::warn!(error = %err, "cannot get a connection for shard locks");
                 if sleep(Duration::from_secs(1), &shutdown)
                     .await
@@ -46,11 +49,15 @@ pub(crate) async fn hold_shards(
                     Ok(true) => mine.push(shard),
                     Ok(false) => {}
                     Err(err) => {
+                        outage.failed();
                         tracing::warn!(error = %err, "shard lock connection lost");
                         lost = true;
                         break;
                     }
                 }
+            }
+            if !lost && let Some(ended) = outage.succeeded() {
+                tracing::info!(shards = mine.len(), "holding shard locks again {ended}");
             }
             *held.write().await = if lost { Vec::new() } else { mine.clone() };
             if lost {

@@ -419,13 +419,15 @@ async fn run_scenario(database: &ScenarioDatabase, args: &FaultArgs) -> Result<R
 }
 
 /// How long the loops get, once the jobs are done, to log that their
-/// failures ended: a loop in its longest pause after a failure (5 s, or the
-/// relay's `max_backoff`) tries again within it.
-const OUTAGES_END_WITHIN: Duration = Duration::from_secs(30);
+/// failures ended: a loop in its longest pause after a failure (5 s; the
+/// relay's `max_backoff`, 30 s, plus its jitter of 20 %) tries again
+/// within it.
+const OUTAGES_END_WITHIN: Duration = Duration::from_secs(45);
 
 /// The loops, in each process's current run, whose failures have no line
 /// saying they ended, once every loop has had [`OUTAGES_END_WITHIN`] to
-/// say so (as `process: what is missing`).
+/// say so (as `process: what is missing`). A log with no INFO line at all
+/// (a `--process-log` that hides them) cannot say, and is not read.
 async fn wait_for_outages_to_end(fleet: &mut Fleet) -> Result<Vec<String>> {
     let deadline = Instant::now() + OUTAGES_END_WITHIN;
     loop {
@@ -433,6 +435,7 @@ async fn wait_for_outages_to_end(fleet: &mut Fleet) -> Result<Vec<String>> {
         let unended: Vec<String> = fleet
             .current_runs_logs()?
             .into_iter()
+            .filter(|(_, log)| outages::shows_info_lines(log))
             .flat_map(|(process, log)| {
                 outages::unended(&log)
                     .into_iter()

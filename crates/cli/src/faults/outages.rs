@@ -52,15 +52,22 @@ pub(crate) fn unended(log: &str) -> Vec<String> {
         .collect()
 }
 
-/// The first key field of a log line (` queue=default`), or nothing.
+/// The first key field of a log line (` queue=default`), or nothing. The
+/// first in the line, not the first of [`KEYS`]: a field's value (an error
+/// text, after the key) may hold ` queue=` too.
 fn key(line: &str) -> String {
     KEYS.iter()
-        .find_map(|name| {
-            let at = line.find(&format!(" {name}"))?;
-            let value = line[at + 1..].split_whitespace().next()?;
-            Some(format!(" ({value})"))
-        })
+        .filter_map(|name| line.find(&format!(" {name}")))
+        .min()
+        .and_then(|at| line[at + 1..].split_whitespace().next())
+        .map(|field| format!(" ({field})"))
         .unwrap_or_default()
+}
+
+/// Whether `log` holds INFO lines: the ending lines are INFO, so a log
+/// whose filter hides them cannot show an outage ended.
+pub(crate) fn shows_info_lines(log: &str) -> bool {
+    log.lines().any(|line| line.contains(" INFO "))
 }
 
 #[cfg(test)]
@@ -105,6 +112,28 @@ mod tests {
             1,
             "the line must come after the last failure"
         );
+    }
+
+    #[test]
+    fn the_key_is_the_lines_first_key_field() {
+        let failed = " WARN x: receive failed; retrying topic=t1 address=a error=bad queue=q9 here";
+        let ended = " INFO x: receiving again after 1 failure over 1s topic=t1 address=a";
+        assert!(unended(&format!("{failed}\n{ended}")).is_empty());
+        assert_eq!(
+            unended(failed),
+            vec!["no \"receiving again\" after its failures (topic=t1)"]
+        );
+        // A loop with no key field (the relay's passes) is one loop.
+        let relay = " WARN r: relay pass failed; retrying error=x\n INFO r: relay passes work again after 1 failure over 2s";
+        assert!(unended(relay).is_empty());
+    }
+
+    #[test]
+    fn a_log_without_info_lines_cannot_show_an_ending() {
+        assert!(!shows_info_lines(CLAIM_FAILED));
+        assert!(shows_info_lines(&format!(
+            "{CLAIM_FAILED}\n2026-12-06T10:00:00Z  INFO w: worker started"
+        )));
     }
 
     #[test]

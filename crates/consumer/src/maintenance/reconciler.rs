@@ -138,6 +138,7 @@ impl Reconciler {
     pub async fn run(self, shutdown: CancellationToken) {
         let mut next_sweep = Instant::now();
         let mut outage = Outage::new();
+        let mut sweep_outage = Outage::new();
         loop {
             match self.reconcile_once().await {
                 Ok(_) => {
@@ -152,8 +153,16 @@ impl Reconciler {
             }
             if Instant::now() >= next_sweep {
                 next_sweep = Instant::now() + self.config.idle_tenant_sweep;
-                if let Err(err) = self.forget_idle_tenants_once().await {
-                    tracing::warn!(error = %err, "forgetting idle tenants' slot rows failed");
+                match self.forget_idle_tenants_once().await {
+                    Ok(_) => {
+                        if let Some(ended) = sweep_outage.succeeded() {
+                            tracing::info!("forgetting idle tenants' slot rows again {ended}");
+                        }
+                    }
+                    Err(err) => {
+                        sweep_outage.failed();
+                        tracing::warn!(error = %err, "forgetting idle tenants' slot rows failed");
+                    }
                 }
             }
             let pause = jittered(self.config.interval, POLL_SPREAD);

@@ -146,6 +146,7 @@ impl Retention {
     /// Archive and trim every interval until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
         let mut outage = Outage::new();
+        let mut trim_outage = Outage::new();
         loop {
             match self.archive_once().await {
                 Ok(moved) => {
@@ -163,11 +164,17 @@ impl Retention {
             }
             match self.trim_side_tables_once().await {
                 Ok(trimmed) => {
+                    if let Some(ended) = trim_outage.succeeded() {
+                        tracing::info!("trimming side tables again {ended}");
+                    }
                     for (table, deleted) in trimmed.into_iter().filter(|(_, n)| *n > 0) {
                         tracing::info!(table = table.table(), deleted, "old rows trimmed");
                     }
                 }
-                Err(err) => tracing::warn!(error = %err, "trimming side tables failed"),
+                Err(err) => {
+                    trim_outage.failed();
+                    tracing::warn!(error = %err, "trimming side tables failed");
+                }
             }
             let pause = jittered(self.config.interval, POLL_SPREAD);
             if sleep(pause, &shutdown).await.is_cancelled() {

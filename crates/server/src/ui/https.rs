@@ -13,7 +13,8 @@ use axum::http::header::FORWARDED;
 /// The de-facto header most proxies set.
 const X_FORWARDED_PROTO: &str = "x-forwarded-proto";
 
-/// True when the nearest proxy's hop (the first value) says `https`.
+/// True when the first value says `https`: the hop the browser itself
+/// made, as the proxy nearest it wrote it (later proxies append theirs).
 pub(crate) fn came_over_https(headers: &HeaderMap) -> bool {
     if let Some(value) = headers.get(X_FORWARDED_PROTO).and_then(|v| v.to_str().ok()) {
         return first_element(value).eq_ignore_ascii_case("https");
