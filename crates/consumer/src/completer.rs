@@ -121,9 +121,13 @@ pub(crate) async fn run_completer(
     } = config;
     let mut batch: Vec<(Lease, FinishOutcome)> = Vec::with_capacity(batch_size);
     let mut metas: Vec<AttemptMeta> = Vec::with_capacity(batch_size);
-    // Failed writes in a row, across batches and the one-by-one rewrites:
-    // the line that ends them comes with the next write that works.
-    let mut outage = Outage::new();
+    let mut writer = OutcomeWriter {
+        pool: &pool,
+        owner: &owner,
+        stats: &stats,
+        stop: &stop,
+        outage: Outage::new(),
+    };
     loop {
         let first = tokio::select! {
             biased;
@@ -147,7 +151,7 @@ pub(crate) async fn run_completer(
             let Some(next) = next else { break };
             take(next, &mut batch, &mut metas);
         }
-        write_batch(&pool, &owner, &batch, &metas, &stats, &stop, &mut outage).await;
+        writer.write_batch(&batch, &metas).await;
         batch.clear();
         metas.clear();
     }
@@ -170,32 +174,86 @@ fn take(
     metas.push(meta);
 }
 
-async fn write_batch(
-    pool: &PgPool,
-    owner: &str,
-    batch: &[(Lease, FinishOutcome)],
-    metas: &[AttemptMeta],
-    stats: &WorkerStats,
-    stop: &CancellationToken,
-    outage: &mut Outage,
-) {
-    let Err(refused) = write_until_written(pool, owner, batch, metas, stats, stop, outage).await
-    else {
-        return;
-    };
-    if batch.len() == 1 {
-        give_up_on(&batch[0].0, &refused);
-        return;
+/// Writes the completer's batches of outcomes.
+struct OutcomeWriter<'a> {
+    pool: &'a PgPool,
+    /// The lease owner every outcome is fenced with.
+    owner: &'a str,
+    stats: &'a WorkerStats,
+    stop: &'a CancellationToken,
+    /// Failed writes in a row, across batches and the one-by-one rewrites:
+    /// the line that ends them comes with the next write that works.
+    outage: Outage,
+}
+
+impl OutcomeWriter<'_> {
+    async fn write_batch(&mut self, batch: &[(Lease, FinishOutcome)], metas: &[AttemptMeta]) {
+        let Err(refused) = self.write_until_written(batch, metas).await else {
+            return;
+        };
+        if batch.len() == 1 {
+            give_up_on(&batch[0].0, &refused);
+            return;
+        }
+        // The same statement would be refused again: one outcome in it
+        // holds what the database will not take. Written one by one, every
+        // other outcome is recorded, and only that one is given up on.
+        tracing::warn!(error = %refused, outcomes = batch.len(),
+            "the database refused a batch of outcomes; writing them one by one");
+        for (one, meta) in batch.chunks(1).zip(metas.chunks(1)) {
+            if let Err(refused) = self.write_until_written(one, meta).await {
+                give_up_on(&one[0].0, &refused);
+            }
+        }
     }
-    // The same statement would be refused again: one outcome in it holds
-    // what the database will not take. Written one by one, every other
-    // outcome is recorded, and only that one is given up on.
-    tracing::warn!(error = %refused, outcomes = batch.len(),
-        "the database refused a batch of outcomes; writing them one by one");
-    for (one, meta) in batch.chunks(1).zip(metas.chunks(1)) {
-        if let Err(refused) = write_until_written(pool, owner, one, meta, stats, stop, outage).await
-        {
-            give_up_on(&one[0].0, &refused);
+
+    /// Write `batch` in one statement, retrying while the database is away;
+    /// `Err` when it refuses the statement itself (retrying would not help).
+    async fn write_until_written(
+        &mut self,
+        batch: &[(Lease, FinishOutcome)],
+        metas: &[AttemptMeta],
+    ) -> Result<(), jobwire_core::Error> {
+        let stats = self.stats;
+        let mut pause = Pause::new(Duration::from_millis(50), Duration::from_secs(5));
+        let mut tries_after_stop = 0;
+        loop {
+            match jobwire_core::finish_many(self.pool, self.owner, batch).await {
+                Ok(results) => {
+                    bump(&stats.completion_batches);
+                    if let Some(ended) = self.outage.succeeded() {
+                        tracing::info!(outcomes = batch.len(), "writing outcomes again {ended}");
+                    }
+                    // Results come back in input order.
+                    for ((result, meta), (_, outcome)) in results.into_iter().zip(metas).zip(batch)
+                    {
+                        record(result, meta, outcome, stats);
+                    }
+                    return Ok(());
+                }
+                Err(err) if !err.is_transient() => {
+                    bump(&stats.database_errors);
+                    self.outage.failed();
+                    return Err(err);
+                }
+                Err(err) => {
+                    bump(&stats.database_errors);
+                    self.outage.failed();
+                    if self.stop.is_cancelled() {
+                        tries_after_stop += 1;
+                        if tries_after_stop >= FINAL_FLUSH_TRIES {
+                            tracing::error!(error = %err, outcomes = batch.len(),
+                                "giving up on the last outcomes; their leases will lapse and the sweeper will retry them");
+                            return Ok(());
+                        }
+                    }
+                    tracing::warn!(error = %err, outcomes = batch.len(), "writing outcomes failed; retrying");
+                    // Not cancellable: the outcomes must be written (or given
+                    // up on above) before the worker may report that it
+                    // stopped.
+                    tokio::time::sleep(pause.next_after_failure()).await;
+                }
+            }
         }
     }
 }
@@ -206,57 +264,6 @@ async fn write_batch(
 fn give_up_on(lease: &Lease, refused: &jobwire_core::Error) {
     tracing::error!(job_id = %lease.job_id, error = %refused,
         "the database refused this outcome; the job's lease will lapse and the sweeper will retry it");
-}
-
-/// Write `batch` in one statement, retrying while the database is away;
-/// `Err` when it refuses the statement itself (retrying would not help).
-async fn write_until_written(
-    pool: &PgPool,
-    owner: &str,
-    batch: &[(Lease, FinishOutcome)],
-    metas: &[AttemptMeta],
-    stats: &WorkerStats,
-    stop: &CancellationToken,
-    outage: &mut Outage,
-) -> Result<(), jobwire_core::Error> {
-    let mut pause = Pause::new(Duration::from_millis(50), Duration::from_secs(5));
-    let mut tries_after_stop = 0;
-    loop {
-        match jobwire_core::finish_many(pool, owner, batch).await {
-            Ok(results) => {
-                bump(&stats.completion_batches);
-                if let Some(ended) = outage.succeeded() {
-                    tracing::info!(outcomes = batch.len(), "writing outcomes again {ended}");
-                }
-                // Results come back in input order.
-                for ((result, meta), (_, outcome)) in results.into_iter().zip(metas).zip(batch) {
-                    record(result, meta, outcome, stats);
-                }
-                return Ok(());
-            }
-            Err(err) if !err.is_transient() => {
-                bump(&stats.database_errors);
-                outage.failed();
-                return Err(err);
-            }
-            Err(err) => {
-                bump(&stats.database_errors);
-                outage.failed();
-                if stop.is_cancelled() {
-                    tries_after_stop += 1;
-                    if tries_after_stop >= FINAL_FLUSH_TRIES {
-                        tracing::error!(error = %err, outcomes = batch.len(),
-                            "giving up on the last outcomes; their leases will lapse and the sweeper will retry them");
-                        return Ok(());
-                    }
-                }
-                tracing::warn!(error = %err, outcomes = batch.len(), "writing outcomes failed; retrying");
-                // Not cancellable: the outcomes must be written (or given up
-                // on above) before the worker may report that it stopped.
-                tokio::time::sleep(pause.next_after_failure()).await;
-            }
-        }
-    }
 }
 
 fn record(result: FinishResult, meta: &AttemptMeta, outcome: &FinishOutcome, stats: &WorkerStats) {
