@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use cmd::bench::BenchArgs;
 use cmd::bench_http::BenchHttpArgs;
@@ -33,6 +33,10 @@ mod metrics;
 mod shutdown;
 mod telemetry;
 
+/// The fewest connections a worker, relay or API server can work with: one
+/// is held by its LISTEN for as long as it runs.
+const MIN_SERVING_POOL_SIZE: u32 = 2;
+
 /// The local PostgreSQL every machine of ours runs; `jobwire demo` creates
 /// the database if it is missing.
 const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/jobwire";
@@ -44,8 +48,10 @@ const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/jobwire";
     about = "Background jobs with PostgreSQL as the source of truth"
 )]
 struct Cli {
-    /// PostgreSQL connection string.
-    #[arg(long, env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL, global = true)]
+    /// PostgreSQL connection string. Help shows where it comes from, never
+    /// its value (it may hold a password).
+    #[arg(long, env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL, global = true,
+          hide_env_values = true)]
     database_url: String,
     /// Most connections this process opens to PostgreSQL.
     #[arg(long, env = "JOBWIRE_POOL_SIZE", default_value_t = 16, global = true,
@@ -201,11 +207,21 @@ async fn dispatch(cli: Cli) -> Result<()> {
         command => {
             // Long-running processes wait for a database that is restarting;
             // one-shot commands say at once that it cannot be reached.
-            let wait = matches!(
+            let long_running = matches!(
                 command,
                 Command::Worker(_) | Command::Run(_) | Command::Relay(_) | Command::Serve(_)
-            )
-            .then_some(database::STARTUP_WAIT);
+            );
+            // One connection of a long-running process listens for
+            // wake-ups for as long as it runs: with one in all, its claims
+            // and completions waited for the pool's timeout each time.
+            if long_running && cli.pool_size < MIN_SERVING_POOL_SIZE {
+                bail!(
+                    "--pool-size {} is too small for {}: one connection listens for wake-ups for as long as it runs, so it needs at least {MIN_SERVING_POOL_SIZE}",
+                    cli.pool_size,
+                    application_name(&command)
+                );
+            }
+            let wait = long_running.then_some(database::STARTUP_WAIT);
             let pool = database::connect(
                 &cli.database_url,
                 cli.pool_size,

@@ -286,11 +286,28 @@ async fn the_cli_enqueues_reports_and_cancels() {
     db.drop_database().await;
 }
 
+/// Help names the variable the database URL comes from, never its value:
+/// a URL holds the password, and help gets pasted into tickets.
+#[test]
+fn help_never_shows_the_database_url() {
+    let secret = "postgres://app:s3cret-pw@db.internal:5432/jobs";
+    for args in [&["--help"][..], &["token", "--help"], &["worker", "--help"]] {
+        let output = jobwire(secret, args);
+        assert!(output.status.success(), "{args:?}");
+        let help = stdout(&output);
+        assert!(help.contains("DATABASE_URL"), "{args:?}: {help}");
+        assert!(
+            !help.contains("s3cret-pw"),
+            "{args:?} shows the password: {help}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn bad_command_line_input_gets_a_clear_error_and_writes_nothing() {
     let db = FreshDatabase::create().await;
     assert!(jobwire(&db.url, &["migrate"]).status.success());
-    let cases: [(&[&str], &str); 25] = [
+    let cases: [(&[&str], &str); 30] = [
         (
             &["serve", "--metrics-interval-ms", "20000"],
             "20000 is not in 1..=10000",
@@ -441,6 +458,34 @@ async fn bad_command_line_input_gets_a_clear_error_and_writes_nothing() {
         (
             &["relay", "--batch-size", "18446744073709551615"],
             "must be at most 100000",
+        ),
+        // From a new operator's trial: settings a worker took and then
+        // stalled on, or ran with, making no sense.
+        (
+            &["worker", "--pool-size", "1"],
+            "--pool-size 1 is too small for jobwire worker",
+        ),
+        (
+            &["worker", "--queue", "default", "--queue", "default=2"],
+            "queue \"default\" is given twice",
+        ),
+        (
+            &[
+                "worker",
+                "--backoff-base-ms",
+                "1000",
+                "--backoff-max-ms",
+                "10",
+            ],
+            "--backoff-max-ms 10 is below --backoff-base-ms 1000",
+        ),
+        (
+            &["serve", "--pool-size", "1"],
+            "--pool-size 1 is too small for jobwire serve",
+        ),
+        (
+            &["enqueue", "noop", "--run-at", "10000-01-01T00:00:00Z"],
+            "has a year of more than four digits: a job is due before the year 10000",
         ),
     ];
     for (args, message) in cases {

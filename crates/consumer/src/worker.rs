@@ -128,10 +128,21 @@ impl WorkerConfig {
         if self.queues.is_empty() {
             return Err(WorkerError::Config("at least one queue is needed".into()));
         }
-        for queue in &self.queues {
+        for (index, queue) in self.queues.iter().enumerate() {
             if queue.name.trim().is_empty() || queue.concurrency == 0 {
                 return Err(WorkerError::Config(format!(
                     "queue {:?} needs a name and a concurrency of at least 1",
+                    queue.name
+                )));
+            }
+            // Two claim loops of one queue, each with its own slots: the
+            // concurrency would be neither of the two.
+            if self.queues[..index]
+                .iter()
+                .any(|earlier| earlier.name == queue.name)
+            {
+                return Err(WorkerError::Config(format!(
+                    "queue {:?} is given twice: give it once, with the concurrency it should have",
                     queue.name
                 )));
             }

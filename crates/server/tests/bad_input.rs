@@ -192,6 +192,11 @@ async fn bad_input_gets_a_4xx_naming_the_problem_and_writes_nothing(pool: PgPool
             "runAt",
             json!({"type": "a", "runAt": "tomorrow"}),
         ),
+        invalid(
+            "runAt in the year 10000",
+            "runAt",
+            json!({"type": "a", "runAt": "10000-01-01T00:00:00Z"}),
+        ),
         invalid("empty queue", "queue", json!({"type": "a", "queue": ""})),
         invalid(
             "empty idempotencyKey",

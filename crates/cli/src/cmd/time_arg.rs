@@ -5,6 +5,11 @@ use chrono::{DateTime, Utc};
 
 /// Parse `--run-at`, `--since` and the like.
 pub(crate) fn rfc3339_time(text: &str) -> Result<DateTime<Utc>, String> {
+    if text.bytes().take_while(u8::is_ascii_digit).count() > 4 {
+        return Err(format!(
+            "{text:?} has a year of more than four digits: a job is due before the year 10000"
+        ));
+    }
     DateTime::parse_from_rfc3339(text)
         .map(|at| at.with_timezone(&Utc))
         .map_err(|err| {

@@ -160,6 +160,13 @@ pub(crate) async fn serve(
         .iter()
         .map(|spec| parse_queue(spec))
         .collect::<Result<_>>()?;
+    if args.backoff_max_ms < args.backoff_base_ms {
+        bail!(
+            "--backoff-max-ms {} is below --backoff-base-ms {}: the cap must be at least the first delay",
+            args.backoff_max_ms,
+            args.backoff_base_ms
+        );
+    }
     let names: Vec<String> = queues.iter().map(|queue| queue.name.clone()).collect();
 
     let mut registry = HandlerRegistry::new();
