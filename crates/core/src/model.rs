@@ -79,9 +79,13 @@ impl fmt::Display for JobState {
     }
 }
 
-/// A `state` value that is not one of the contract's spellings.
+/// A `state` value that is not one of the contract's spellings; it says
+/// which spellings there are.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("unknown job state {0:?}")]
+#[error(
+    "unknown job state {0:?}: one of {states}",
+    states = JobState::ALL.map(JobState::as_str).join(", ")
+)]
 pub struct ParseJobStateError(pub String);
 
 impl FromStr for JobState {
@@ -605,6 +609,15 @@ pub struct QueueOverview {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_state_is_told_the_spellings() {
+        let err = "BOGUS".parse::<JobState>().unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "unknown job state \"BOGUS\": one of QUEUED, RUNNING, RETRY_WAIT, SUCCEEDED, FAILED, CANCEL_REQUESTED, CANCELLED"
+        );
+    }
 
     #[test]
     fn states_round_trip_through_their_contract_spelling() {
