@@ -20,6 +20,7 @@ mod model;
 pub mod schedule;
 mod schema;
 pub mod store;
+mod time_text;
 mod trace_context;
 
 pub use backoff::Backoff;
@@ -50,6 +51,7 @@ pub use store::{
     set_queue_limits, set_queue_paused, set_schedule_paused, set_tenant_cap, set_tenant_limits,
     sweep_expired_leases, tenant_caps, trim_side_table, validate_tenant,
 };
+pub use time_text::parse_time;
 pub use trace_context::{MAX_TRACESTATE_BYTES, TraceContext};
 
 /// Result alias for this crate.

@@ -59,7 +59,7 @@ pub(crate) struct EnqueueArgs {
     #[arg(long, conflicts_with = "run_at")]
     delay_ms: Option<i64>,
     /// Run no earlier than this RFC 3339 time (e.g. 2030-01-01T09:00:00Z).
-    #[arg(long, value_parser = super::time_arg::rfc3339_time)]
+    #[arg(long, value_parser = jobwire_core::parse_time)]
     run_at: Option<DateTime<Utc>>,
     /// Idempotency key: enqueueing the same (type, key) again returns the first job.
     #[arg(long)]

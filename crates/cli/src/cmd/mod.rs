@@ -20,6 +20,5 @@ pub(crate) mod schedule;
 pub(crate) mod serve;
 pub(crate) mod status;
 pub(crate) mod tenant;
-pub(crate) mod time_arg;
 pub(crate) mod token;
 pub(crate) mod worker;

@@ -23,11 +23,11 @@ pub(crate) struct ReplayArgs {
     #[arg(long)]
     error_code: Option<String>,
     /// Only jobs that failed at or after this RFC 3339 time.
-    #[arg(long, value_parser = super::time_arg::rfc3339_time)]
+    #[arg(long, value_parser = jobwire_core::parse_time)]
     since: Option<DateTime<Utc>>,
     /// Only jobs that failed at or before this RFC 3339 time (default: now,
     /// so jobs that fail again during the replay are not replayed twice).
-    #[arg(long, value_parser = super::time_arg::rfc3339_time)]
+    #[arg(long, value_parser = jobwire_core::parse_time)]
     until: Option<DateTime<Utc>>,
     /// Most jobs a group replay requeues (default: every match).
     #[arg(long, value_parser = replay_limit)]

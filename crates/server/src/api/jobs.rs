@@ -256,25 +256,7 @@ fn trace_context(headers: &HeaderMap) -> Result<Option<TraceContext>, ApiError> 
 
 /// Parse an RFC 3339 time that carries its offset.
 pub(crate) fn parse_time(field: &str, value: &str) -> Result<DateTime<Utc>, ApiError> {
-    if value.bytes().take_while(u8::is_ascii_digit).count() > 4 {
-        return Err(ApiError::invalid_field(
-            field,
-            format!(
-                "{value:?} has a year of more than four digits: a job is due before the year 10000"
-            ),
-        ));
-    }
-    DateTime::parse_from_rfc3339(value)
-        .map(|at| at.with_timezone(&Utc))
-        .map_err(|_| {
-            ApiError::invalid_field(
-                field,
-                format!(
-                    "{value:?} is not an RFC 3339 time with an offset \
-                     (e.g. 2026-11-01T00:05:00+05:30 or 2026-10-31T18:35:00Z)"
-                ),
-            )
-        })
+    jobwire_core::parse_time(value).map_err(|reason| ApiError::invalid_field(field, reason))
 }
 
 /// Enqueue a job.
