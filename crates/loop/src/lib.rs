@@ -47,5 +47,5 @@ pub use outage::{Outage, OutageEnded};
 pub use pause::Pause;
 pub use setting::InvalidSetting;
 pub use sleep::{Wait, sleep, sleep_or_notified};
-pub use storable::storable_text;
+pub use storable::{MAX_ERROR_TEXT_BYTES, storable_text};
 pub use wake::Wake;

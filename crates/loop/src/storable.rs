@@ -5,6 +5,10 @@
 
 use std::borrow::Cow;
 
+/// Longest error text kept, in bytes: a job's error message, an outbox
+/// row's last refusal.
+pub const MAX_ERROR_TEXT_BYTES: usize = 8 * 1024;
+
 /// `text` as PostgreSQL's `text` can hold it, in at most `limit` bytes:
 /// each NUL, which it cannot store, becomes U+FFFD, and a longer text is
 /// cut on a character boundary and ends in "…".

@@ -10,10 +10,6 @@ use sqlx::PgConnection;
 
 use crate::{KeyOrdering, Relay, RelayError, RelayStats, TopicLane};
 
-/// Longest refusal text kept on an outbox row, in bytes (as a job's error
-/// message, `jobwire_core::MAX_ERROR_MESSAGE_BYTES`).
-const MAX_ERROR_BYTES: usize = 8 * 1024;
-
 /// What one pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PassOutcome {
@@ -252,8 +248,11 @@ impl Relay {
                     }
                     // Kept as the database can keep it: a broker's text
                     // with a NUL would fail the pass, and every later one.
-                    let error =
-                        jobwire_loop::storable_text(&err.to_string(), MAX_ERROR_BYTES).into_owned();
+                    let error = jobwire_loop::storable_text(
+                        &err.to_string(),
+                        jobwire_loop::MAX_ERROR_TEXT_BYTES,
+                    )
+                    .into_owned();
                     if first_failure.is_none() {
                         first_failure =
                             Some((row.id, row.topic.as_str(), row.attempts + 1, error.clone()));

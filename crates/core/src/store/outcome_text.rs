@@ -10,8 +10,9 @@ use std::time::Duration;
 /// Longest error code kept, in bytes. Codes are grouped on and indexed
 /// (the dead-letter index), where a long one would not fit.
 pub const MAX_ERROR_CODE_BYTES: usize = 128;
-/// Longest error message kept, in bytes.
-pub const MAX_ERROR_MESSAGE_BYTES: usize = 8 * 1024;
+/// Longest error message kept, in bytes (as the relay keeps a broker's
+/// refusal).
+pub const MAX_ERROR_MESSAGE_BYTES: usize = jobwire_loop::MAX_ERROR_TEXT_BYTES;
 /// Longest retry delay: a job retried later than this is retried this
 /// far ahead (a delay past PostgreSQL's last timestamp would make the
 /// statement fail).
