@@ -4,6 +4,29 @@
 //! (their statements use SKIP LOCKED). [`Maintenance`] runs the enabled ones
 //! together under one shutdown token.
 
+/// One pass of a maintenance loop, logged: a failure is counted in
+/// `$outage` and logged as its WARN line, the first success after failures
+/// as one INFO line that says they ended ("sweeping leases again after 3
+/// failures over 12s"). Evaluates to the pass's value when it succeeded. A
+/// macro, so that the lines keep the loop's own module as their target.
+macro_rules! logged_pass {
+    ($outage:expr, $pass:expr, failed: $failed:literal, again: $again:literal $(,)?) => {
+        match $pass {
+            Ok(value) => {
+                if let Some(ended) = $outage.succeeded() {
+                    tracing::info!(concat!($again, " {}"), ended);
+                }
+                Some(value)
+            }
+            Err(err) => {
+                $outage.failed();
+                tracing::warn!(error = %err, $failed);
+                None
+            }
+        }
+    };
+}
+
 mod reconciler;
 mod retention;
 mod scheduler;

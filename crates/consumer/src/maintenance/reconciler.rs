@@ -140,30 +140,13 @@ impl Reconciler {
         let mut outage = Outage::new();
         let mut sweep_outage = Outage::new();
         loop {
-            match self.reconcile_once().await {
-                Ok(_) => {
-                    if let Some(ended) = outage.succeeded() {
-                        tracing::info!("reconciling wake-ups again {ended}");
-                    }
-                }
-                Err(err) => {
-                    outage.failed();
-                    tracing::warn!(error = %err, "reconciling wake-ups failed");
-                }
-            }
+            logged_pass!(outage, self.reconcile_once().await,
+                failed: "reconciling wake-ups failed", again: "reconciling wake-ups again");
             if Instant::now() >= next_sweep {
                 next_sweep = Instant::now() + self.config.idle_tenant_sweep;
-                match self.forget_idle_tenants_once().await {
-                    Ok(_) => {
-                        if let Some(ended) = sweep_outage.succeeded() {
-                            tracing::info!("forgetting idle tenants' slot rows again {ended}");
-                        }
-                    }
-                    Err(err) => {
-                        sweep_outage.failed();
-                        tracing::warn!(error = %err, "forgetting idle tenants' slot rows failed");
-                    }
-                }
+                logged_pass!(sweep_outage, self.forget_idle_tenants_once().await,
+                    failed: "forgetting idle tenants' slot rows failed",
+                    again: "forgetting idle tenants' slot rows again");
             }
             let pause = jittered(self.config.interval, POLL_SPREAD);
             if sleep(pause, &shutdown).await.is_cancelled() {

@@ -148,33 +148,15 @@ impl Retention {
         let mut outage = Outage::new();
         let mut trim_outage = Outage::new();
         loop {
-            match self.archive_once().await {
-                Ok(moved) => {
-                    if let Some(ended) = outage.succeeded() {
-                        tracing::info!("archiving again {ended}");
-                    }
-                    if moved > 0 {
-                        tracing::info!(moved, "finished jobs archived");
-                    }
-                }
-                Err(err) => {
-                    outage.failed();
-                    tracing::warn!(error = %err, "archiving failed");
-                }
+            let archived = logged_pass!(outage, self.archive_once().await,
+                failed: "archiving failed", again: "archiving again");
+            if let Some(moved) = archived.filter(|moved| *moved > 0) {
+                tracing::info!(moved, "finished jobs archived");
             }
-            match self.trim_side_tables_once().await {
-                Ok(trimmed) => {
-                    if let Some(ended) = trim_outage.succeeded() {
-                        tracing::info!("trimming side tables again {ended}");
-                    }
-                    for (table, deleted) in trimmed.into_iter().filter(|(_, n)| *n > 0) {
-                        tracing::info!(table = table.table(), deleted, "old rows trimmed");
-                    }
-                }
-                Err(err) => {
-                    trim_outage.failed();
-                    tracing::warn!(error = %err, "trimming side tables failed");
-                }
+            let trimmed = logged_pass!(trim_outage, self.trim_side_tables_once().await,
+                failed: "trimming side tables failed", again: "trimming side tables again");
+            for (table, deleted) in trimmed.into_iter().flatten().filter(|(_, n)| *n > 0) {
+                tracing::info!(table = table.table(), deleted, "old rows trimmed");
             }
             let pause = jittered(self.config.interval, POLL_SPREAD);
             if sleep(pause, &shutdown).await.is_cancelled() {

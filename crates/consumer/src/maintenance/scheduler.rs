@@ -71,17 +71,8 @@ impl Scheduler {
     pub async fn run(self, shutdown: CancellationToken) {
         let mut outage = Outage::new();
         loop {
-            match self.fire_once().await {
-                Ok(_) => {
-                    if let Some(ended) = outage.succeeded() {
-                        tracing::info!("firing schedules again {ended}");
-                    }
-                }
-                Err(err) => {
-                    outage.failed();
-                    tracing::warn!(error = %err, "firing schedules failed");
-                }
-            }
+            logged_pass!(outage, self.fire_once().await,
+                failed: "firing schedules failed", again: "firing schedules again");
             let pause = jittered(self.config.interval, 0.1);
             if sleep(pause, &shutdown).await.is_cancelled() {
                 return;

@@ -69,17 +69,8 @@ impl Sweeper {
     pub async fn run(self, shutdown: CancellationToken) {
         let mut outage = Outage::new();
         loop {
-            match self.sweep_once().await {
-                Ok(_) => {
-                    if let Some(ended) = outage.succeeded() {
-                        tracing::info!("sweeping leases again {ended}");
-                    }
-                }
-                Err(err) => {
-                    outage.failed();
-                    tracing::warn!(error = %err, "lease sweep failed");
-                }
-            }
+            logged_pass!(outage, self.sweep_once().await,
+                failed: "lease sweep failed", again: "sweeping leases again");
             let pause = jittered(self.config.interval, POLL_SPREAD);
             if sleep(pause, &shutdown).await.is_cancelled() {
                 return;
