@@ -1427,6 +1427,79 @@ async fn a_schedule_nothing_fires_is_shown_as_overdue() {
     db.drop_database().await;
 }
 
+/// A schedule stored with a zone this version does not know is listed and
+/// shown with its problem; the other schedules are listed beside it.
+#[tokio::test]
+async fn a_schedule_that_cannot_be_evaluated_is_shown_with_its_problem() {
+    let (db, pool) = migrated_database().await;
+    let put = jobwire(
+        &db.url,
+        &[
+            "schedule",
+            "put",
+            "hourly",
+            "--cron",
+            "0 * * * *",
+            "--type",
+            "noop",
+        ],
+    );
+    assert!(put.status.success(), "{}", stderr(&put));
+    sqlx::query(
+        "INSERT INTO job_schedules (name, cron, timezone, job_type, next_run_at)
+         VALUES ('on-mars', '0 8 * * *', 'Mars/Olympus_Mons', 'noop', now() + interval '1 hour')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    let listed = jobwire(&db.url, &["schedule", "list"]);
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    let text = stdout(&listed);
+    assert_says(&text, "hourly  0 * * * *");
+    assert_says(
+        &text,
+        "PROBLEM    cannot be evaluated: invalid argument timezone: \"Mars/Olympus_Mons\" is not a time zone name",
+    );
+    let shown = jobwire(&db.url, &["schedule", "show", "on-mars"]);
+    assert!(shown.status.success(), "{}", stderr(&shown));
+    assert_says(
+        &stdout(&shown),
+        "replace it with `jobwire schedule put on-mars`",
+    );
+
+    let json = jobwire(&db.url, &["schedule", "list", "--json"]);
+    assert!(json.status.success(), "{}", stderr(&json));
+    let listed: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    let by_name = |name: &str| {
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|schedule| schedule["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not listed: {listed}"))
+            .clone()
+    };
+    assert_eq!(
+        by_name("hourly")["next_occurrences"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    let bad = by_name("on-mars");
+    assert_eq!(bad["next_occurrences"], serde_json::json!([]), "{bad}");
+    assert!(
+        bad["problem"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("is not a time zone name"),
+        "{bad}"
+    );
+    pool.close().await;
+    db.drop_database().await;
+}
+
 /// `jobwire run ARGS` where ARGS hold a setting that cannot work: the
 /// process's output once it has exited. Were the setting taken, `run` would
 /// serve until stopped: it gets 30 s.

@@ -724,6 +724,69 @@ async fn schedules_over_http(pool: PgPool) {
     assert_eq!((status, error_code(&body)), (404, "SCHEDULE_NOT_FOUND"));
 }
 
+/// A schedule stored with a cron or zone this version cannot evaluate (by
+/// hand, or by a version that accepted it) is shown with its problem; it
+/// neither hides the good ones nor makes a read fail.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_schedule_that_cannot_be_evaluated_is_shown_with_its_problem(pool: PgPool) {
+    let api = Api::start(pool.clone()).await;
+    let (status, created) = parts(
+        api.client
+            .put(api.url("/schedules/digest"))
+            .bearer_auth(&api.admin)
+            .json(&json!({ "cron": "0 8 * * *", "timezone": "UTC", "type": "send_daily_digest" }))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    sqlx::query(
+        "INSERT INTO job_schedules (name, cron, timezone, job_type, next_run_at)
+         VALUES ('on-mars', '0 8 * * *', 'Mars/Olympus_Mons', 'noop', now() + interval '1 hour')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    let (status, listed) = parts(api.get("/schedules", &api.read).send().await.unwrap()).await;
+    assert_eq!(status, 200, "{listed}");
+    let schedules = listed["schedules"].as_array().unwrap();
+    let named = |name: &str| {
+        schedules
+            .iter()
+            .find(|schedule| schedule["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not listed: {listed}"))
+            .clone()
+    };
+    let (good, bad) = (named("digest"), named("on-mars"));
+    assert_eq!(
+        good["nextOccurrences"].as_array().unwrap().len(),
+        3,
+        "{good}"
+    );
+    assert!(good.get("problem").is_none(), "{good}");
+    assert_eq!(bad["nextOccurrences"], json!([]), "{bad}");
+    let problem = bad["problem"].as_str().unwrap_or_default();
+    assert!(
+        problem.contains("\"Mars/Olympus_Mons\" is not a time zone name"),
+        "{bad}"
+    );
+
+    let (status, shown) = parts(
+        api.get("/schedules/on-mars", &api.read)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, &shown["problem"]),
+        (200, &bad["problem"]),
+        "{shown}"
+    );
+}
+
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn an_enqueue_records_the_callers_trace_context(pool: PgPool) {
     let api = Api::start(pool.clone()).await;

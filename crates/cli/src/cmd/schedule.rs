@@ -79,7 +79,15 @@ pub(crate) async fn schedule(pool: &PgPool, command: ScheduleCommand) -> Result<
                 let mut out = Vec::new();
                 for schedule in &schedules {
                     let mut value = serde_json::to_value(schedule)?;
-                    value["next_occurrences"] = serde_json::to_value(schedule.upcoming(3)?)?;
+                    // One schedule that cannot be evaluated is shown with
+                    // its problem, not made to hide the others.
+                    match schedule.upcoming(3) {
+                        Ok(times) => value["next_occurrences"] = serde_json::to_value(times)?,
+                        Err(err) => {
+                            value["next_occurrences"] = serde_json::json!([]);
+                            value["problem"] = format!("cannot be evaluated: {err}").into();
+                        }
+                    }
                     out.push(value);
                 }
                 outln!("{}", serde_json::to_string_pretty(&out)?);
@@ -186,7 +194,18 @@ fn print_schedule(schedule: &Schedule, now: DateTime<Utc>) -> Result<()> {
         Some(at) => outln!("  last fired {}", zoned_and_utc(at)),
         None => outln!("  last fired never"),
     }
-    for (i, at) in schedule.upcoming(3)?.into_iter().enumerate() {
+    let upcoming = match schedule.upcoming(3) {
+        Ok(times) => times,
+        Err(err) => {
+            outln!(
+                "  PROBLEM    cannot be evaluated: {err}; it never fires (the scheduler pauses it \
+                 when it comes due): replace it with `jobwire schedule put {}`",
+                schedule.name
+            );
+            Vec::new()
+        }
+    };
+    for (i, at) in upcoming.into_iter().enumerate() {
         let late = now - at;
         let overdue = match i {
             _ if late <= OVERDUE_AFTER => String::new(),

@@ -69,6 +69,12 @@ pub(crate) struct ScheduleView {
     next_run_at: Option<DateTime<Utc>>,
     /// The next three nominal instants (UTC).
     next_occurrences: Vec<DateTime<Utc>>,
+    /// Present when the stored cron or zone cannot be evaluated (written
+    /// by hand, or by a version that accepted it): why. Such a schedule
+    /// never fires; the scheduler pauses it when it comes due. Replace it
+    /// with a `PUT`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    problem: Option<String>,
     /// The nominal instant of the last occurrence fired.
     last_fired_for: Option<DateTime<Utc>>,
     /// When that occurrence was fired (its job enqueued).
@@ -77,12 +83,15 @@ pub(crate) struct ScheduleView {
     updated_at: DateTime<Utc>,
 }
 
-impl TryFrom<Schedule> for ScheduleView {
-    type Error = ApiError;
-
-    fn try_from(schedule: Schedule) -> Result<Self, ApiError> {
-        let next_occurrences = schedule.upcoming(3)?;
-        Ok(ScheduleView {
+impl From<Schedule> for ScheduleView {
+    fn from(schedule: Schedule) -> Self {
+        // One schedule that cannot be evaluated must not hide the others
+        // (`GET /schedules`) nor itself: it is shown with its problem.
+        let (next_occurrences, problem) = match schedule.upcoming(3) {
+            Ok(times) => (times, None),
+            Err(err) => (Vec::new(), Some(format!("cannot be evaluated: {err}"))),
+        };
+        ScheduleView {
             name: schedule.name,
             cron: schedule.cron,
             timezone: schedule.timezone,
@@ -97,11 +106,12 @@ impl TryFrom<Schedule> for ScheduleView {
             paused: schedule.paused,
             next_run_at: schedule.next_run_at,
             next_occurrences,
+            problem,
             last_fired_for: schedule.last_fired_for,
             last_fired_at: schedule.last_fired_at,
             created_at: schedule.created_at,
             updated_at: schedule.updated_at,
-        })
+        }
     }
 }
 
@@ -121,8 +131,8 @@ fn schedule_not_found(name: &str) -> ApiError {
 async fn read_schedule(state: &ApiState, name: &str) -> Result<ScheduleView, ApiError> {
     jobwire_core::get_schedule(&state.pool, name)
         .await?
-        .ok_or_else(|| schedule_not_found(name))?
-        .try_into()
+        .map(ScheduleView::from)
+        .ok_or_else(|| schedule_not_found(name))
 }
 
 /// Create (201) or replace (200) a schedule. A replacement with the same
@@ -195,8 +205,8 @@ pub(crate) async fn list_schedules(
     let schedules = jobwire_core::list_schedules(&state.pool)
         .await?
         .into_iter()
-        .map(ScheduleView::try_from)
-        .collect::<Result<_, _>>()?;
+        .map(ScheduleView::from)
+        .collect();
     Ok(Json(Schedules { schedules }))
 }
 
