@@ -143,11 +143,16 @@ impl Relay {
             let batch = self.shrink_batch();
             self.stats.slow_publishes.fetch_add(1, Ordering::Relaxed);
             self.stats.broker_down.fetch_add(1, Ordering::Relaxed);
+            // A Kafka producer queues against an unreachable broker and
+            // answers nothing until its message timeout: this line is then
+            // the first word of an outage, so it names both readings.
             tracing::warn!(
                 rows = rows.len(),
                 budget_ms = budget.as_millis() as u64,
                 next_batch = batch,
-                "the broker took longer than the publish budget for a batch; publishing smaller batches"
+                address = %self.transport.address(),
+                "the broker took longer than the publish budget for a batch (unreachable, or slow \
+                 at this size); publishing smaller batches"
             );
             return Ok(PassOutcome {
                 claimed: rows.len(),
