@@ -254,7 +254,7 @@ impl From<sqlx::Error> for Error {
 /// The typed error for a verdict the schema raised on an enqueue: JW400 names
 /// the field in its DETAIL, JW413 gives "<size> <limit>".
 fn enqueue_verdict(code: &str, detail: &str, message: &str) -> Option<Error> {
-    const FIELDS: [&str; 9] = [
+    const FIELDS: [&str; 11] = [
         "job_type",
         "queue",
         "priority",
@@ -264,6 +264,8 @@ fn enqueue_verdict(code: &str, detail: &str, message: &str) -> Option<Error> {
         "tracestate",
         "tenant",
         "payload",
+        "run_after",
+        "new_job_id",
     ];
     match code {
         "JW400" => {

@@ -265,49 +265,74 @@ async fn the_hot_tables_are_vacuumed_early(pool: PgPool) {
     );
 }
 
-/// The check that a job is due before the year 10000 goes onto a table that
-/// may already hold such a job (enqueued before it, through SQL with
-/// `run_after => 'infinity'`): the migration moves it to the last second of
-/// the year 9999 instead of failing, and the check holds from then on.
+/// Run every migration before `version`, enqueue a job due at
+/// `run_after` through the SQL function as it was then, then run `version`
+/// itself: a state the migration must cope with.
+async fn migrate_over_a_job_due_at(pool: &PgPool, version: i64, run_after: &str) {
+    for migration in jobwire_core::MIGRATOR.iter() {
+        if migration.version == version {
+            sqlx::query("SELECT jobwire_enqueue('odd', run_after => $1::timestamptz)")
+                .bind(run_after)
+                .execute(pool)
+                .await
+                .unwrap();
+        }
+        if migration.version <= version {
+            sqlx::raw_sql(migration.sql.clone())
+                .execute(pool)
+                .await
+                .unwrap();
+        }
+    }
+}
+
+/// A due time check goes onto a table that may already hold a job outside
+/// it (enqueued before the check, through SQL with `run_after =>
+/// 'infinity'` or `'-infinity'`): the migration moves the job to the bound
+/// instead of failing, and the check holds from then on.
 #[sqlx::test(migrations = false)]
-async fn the_due_time_check_migrates_over_a_job_due_after_it(pool: PgPool) {
-    const CHECK_ADDED: i64 = 20261206000005;
-    let mut migrations = jobwire_core::MIGRATOR.iter();
-    for migration in migrations.by_ref().take_while(|m| m.version < CHECK_ADDED) {
-        sqlx::raw_sql(migration.sql.clone())
+async fn the_due_time_checks_migrate_over_jobs_due_outside_them(pool: PgPool) {
+    for (version, run_after, moved_to, check) in [
+        (
+            20261206000005,
+            "infinity",
+            "9999-12-31 23:59:59",
+            "jobs_run_after_before_10000",
+        ),
+        (
+            20261206000006,
+            "-infinity",
+            "0001-01-01 00:00:00",
+            "jobs_run_after_from_the_year_1",
+        ),
+    ] {
+        sqlx::raw_sql("DROP SCHEMA public CASCADE; CREATE SCHEMA public;")
             .execute(&pool)
             .await
             .unwrap();
-    }
-    let late: uuid::Uuid =
-        sqlx::query_scalar("SELECT job_id FROM jobwire_enqueue('late', run_after => 'infinity')")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-    // `take_while` used up the first migration it refused: run it now.
-    let check = jobwire_core::MIGRATOR
-        .iter()
-        .find(|m| m.version == CHECK_ADDED)
-        .unwrap();
-    sqlx::raw_sql(check.sql.clone())
-        .execute(&pool)
+        migrate_over_a_job_due_at(&pool, version, run_after).await;
+        let (stored, finite): (String, bool) = sqlx::query_as(
+            "SELECT to_char(run_after AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'),
+                        isfinite(run_after)
+                 FROM jobs",
+        )
+        .fetch_one(&pool)
         .await
         .unwrap();
-    let (run_after, infinite): (String, bool) = sqlx::query_as(
-        "SELECT run_after::text, NOT isfinite(run_after) FROM jobs WHERE job_id = $1",
-    )
-    .bind(late)
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    assert!(!infinite);
-    assert!(run_after.starts_with("9999-12-31 23:59:59"), "{run_after}");
-    let refused = sqlx::query("SELECT jobwire_enqueue('late', run_after => 'infinity')")
+        assert!(finite, "{version}");
+        assert_eq!(stored, moved_to, "{version}");
+        let refused = sqlx::query(
+            "INSERT INTO jobs (job_id, job_type, run_after)
+             VALUES (jobwire_uuidv7(), 'odd', $1::timestamptz)",
+        )
+        .bind(run_after)
         .execute(&pool)
         .await
         .expect_err("the check holds from now on");
-    assert_eq!(
-        refused.as_database_error().and_then(|db| db.constraint()),
-        Some("jobs_run_after_before_10000")
-    );
+        assert_eq!(
+            refused.as_database_error().and_then(|db| db.constraint()),
+            Some(check),
+            "{version}"
+        );
+    }
 }

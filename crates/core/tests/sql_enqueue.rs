@@ -483,18 +483,25 @@ async fn sql_job_ids_are_time_ordered(pool: PgPool) {
     assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
 }
 
-/// A job is due before the year 10000, whoever writes it: past that no
-/// client reads it back (chrono, and so sqlx, ends at the year 262142, and
-/// PostgreSQL also takes `infinity`), and one such job used to break every
-/// page listing it. The Rust enqueue says which field; the SQL function's
-/// caller gets the schema's check, and nothing is written either way.
+/// A job is due in the years 1 to 9999, whoever writes it: outside them no
+/// client reads it back (chrono, and so sqlx, ends at the year 262142 and
+/// overflows on `-infinity`; PostgreSQL takes both infinities), and one
+/// such job used to break every page listing it, or the claim loop of the
+/// worker that took it. The Rust enqueue and the SQL function say which
+/// field; a service's own INSERT meets the schema's checks; nothing is
+/// written either way.
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
-async fn a_job_is_due_before_the_year_10000_on_every_path(pool: PgPool) {
+async fn a_job_is_due_in_the_years_1_to_9999_on_every_path(pool: PgPool) {
     use chrono::{TimeDelta, TimeZone, Utc};
     let last_second = Utc.with_ymd_and_hms(9999, 12, 31, 23, 59, 59).unwrap();
+    let first_second = Utc.with_ymd_and_hms(1, 1, 1, 0, 0, 0).unwrap();
     let refused = [
         (
             NewJob::new("late", json!({})).with_run_at(last_second + TimeDelta::seconds(1)),
+            "run_at",
+        ),
+        (
+            NewJob::new("early", json!({})).with_run_at(first_second - TimeDelta::seconds(1)),
             "run_at",
         ),
         (
@@ -523,15 +530,41 @@ async fn a_job_is_due_before_the_year_10000_on_every_path(pool: PgPool) {
         "infinity",
         "10000-01-01 00:00:00+00",
         "294276-01-01 00:00:00+00",
+        "-infinity",
+        "0001-12-31 23:59:59+00 BC",
+        "4713-01-01 00:00:00+00 BC",
     ] {
         let err = sqlx::query("SELECT jobwire_enqueue('late', run_after => $1::timestamptz)")
             .bind(run_after)
             .execute(&pool)
             .await
             .expect_err(run_after);
+        match Error::from(err) {
+            Error::InvalidJob { field, reason } => {
+                assert_eq!(field, "run_after", "{run_after}");
+                assert!(
+                    reason.starts_with("must be in the years 1 to 9999 (UTC), got "),
+                    "{run_after}: {reason}"
+                );
+            }
+            other => panic!("{run_after}: {other:?}"),
+        }
+        // A service's own INSERT meets the schema's checks.
+        let err = sqlx::query(
+            "INSERT INTO jobs (job_id, job_type, run_after) VALUES (jobwire_uuidv7(), 'late', $1::timestamptz)",
+        )
+        .bind(run_after)
+        .execute(&pool)
+        .await
+        .expect_err(run_after);
         let db = err.as_database_error().expect("the database's verdict");
         assert_eq!(db.code().as_deref(), Some("23514"), "{run_after}: {db}");
-        assert_eq!(db.constraint(), Some("jobs_run_after_before_10000"));
+        let expected = if run_after.ends_with("BC") || run_after == "-infinity" {
+            "jobs_run_after_from_the_year_1"
+        } else {
+            "jobs_run_after_before_10000"
+        };
+        assert_eq!(db.constraint(), Some(expected), "{run_after}");
     }
     let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
         .fetch_one(&pool)
@@ -547,4 +580,52 @@ async fn a_job_is_due_before_the_year_10000_on_every_path(pool: PgPool) {
     .unwrap();
     let status = jobwire_core::job_status(&pool, kept.job_id).await.unwrap();
     assert_eq!(status.run_after, last_second);
+    // And the first second of the year 1, through SQL.
+    let (early,): (Uuid,) =
+        sqlx::query_as("SELECT job_id FROM jobwire_enqueue('early', run_after => $1)")
+            .bind(first_second)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    let status = jobwire_core::job_status(&pool, early).await.unwrap();
+    assert_eq!(status.run_after, first_second);
+}
+
+/// An id already taken, in the hot table or the history, is the caller's
+/// mistake, said as one (JW400 naming `new_job_id`), not a primary key
+/// violation; nothing is written.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_job_id_already_taken_is_refused_by_name(pool: PgPool) {
+    let (taken,): (Uuid,) = sqlx::query_as("SELECT job_id FROM jobwire_enqueue('first')")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let archived = Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO jobs_history (job_id, job_type, state, finished_at)
+         VALUES ($1, 'old', 'SUCCEEDED', now())",
+    )
+    .bind(archived)
+    .execute(&pool)
+    .await
+    .unwrap();
+    for id in [taken, archived] {
+        let err = sqlx::query("SELECT jobwire_enqueue('second', new_job_id => $1)")
+            .bind(id)
+            .execute(&pool)
+            .await
+            .expect_err("a taken id");
+        match Error::from(err) {
+            Error::InvalidJob { field, reason } => {
+                assert_eq!(field, "new_job_id");
+                assert_eq!(reason, format!("{id} is already a job's id"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let seconds: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs WHERE job_type = 'second'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(seconds, 0);
 }

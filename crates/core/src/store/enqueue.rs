@@ -48,6 +48,11 @@ fn due_before() -> DateTime<Utc> {
     DateTime::<Utc>::from_timestamp(253_402_300_800, 0).expect("a time chrono can hold")
 }
 
+/// Every job is due from this instant on (the start of the year 1).
+fn due_from() -> DateTime<Utc> {
+    DateTime::<Utc>::from_timestamp(-62_135_596_800, 0).expect("a time chrono can hold")
+}
+
 /// Columns of a validated batch, ready to bind as arrays.
 #[derive(Default)]
 struct EnqueueColumns {
@@ -137,13 +142,16 @@ impl Enqueuer {
                 reason: format!("must not be negative, got {} ms", delay.num_milliseconds()),
             });
         }
-        // The schema's own bound (migration 20261206000005): past it, no
-        // client could read the job back.
+        // The schema's own bounds (migrations 20261206000005 and 6): past
+        // them, no client could read the job back.
         let due_before = due_before();
-        if job.run_at.is_some_and(|at| at >= due_before) {
+        if job
+            .run_at
+            .is_some_and(|at| at < due_from() || at >= due_before)
+        {
             return Err(Error::InvalidJob {
                 field: "run_at",
-                reason: "must be before the year 10000".into(),
+                reason: "must be from the year 1 on and before the year 10000".into(),
             });
         }
         if let Some(delay) = job.delay
