@@ -119,6 +119,11 @@ pub enum WorkerError {
     /// The database could not be read at start.
     #[error("cannot start the worker: {0}")]
     Database(#[from] jobwire_core::Error),
+    /// A claim loop (or the LISTEN loop) ended before shutdown: a bug, such
+    /// as a row it could not read. The worker stopped rather than stay up
+    /// without claiming: a supervisor restarts it, and the exit says why.
+    #[error("a claim loop of the worker ended: {0}; the worker stopped")]
+    ClaimLoopEnded(String),
 }
 
 impl WorkerConfig {
@@ -310,13 +315,31 @@ impl Worker {
             }
         }
 
-        shutdown.cancelled().await;
-        tracing::info!("shutting down: no more claims");
+        // The loops end only when told to. One that ends before (a panic)
+        // would leave the process up, ready by its health checks, and
+        // claiming nothing on that queue: stop the whole worker instead.
+        let ended_early = tokio::select! {
+            () = shutdown.cancelled() => None,
+            Some(ended) = fetchers.join_next() => Some(match ended {
+                Ok(()) => "it returned".to_owned(),
+                Err(err) => jobwire_loop::why_task_ended(err),
+            }),
+        };
+        match &ended_early {
+            None => tracing::info!("shutting down: no more claims"),
+            Some(why) => tracing::error!(
+                error = %why,
+                "a claim loop ended; stopping the worker (its running jobs are drained)"
+            ),
+        }
         stop_fetching.cancel();
         while fetchers.join_next().await.is_some() {}
         tracing::info!(running = runtime.in_flight(), "draining running jobs");
         let report = runtime.shutdown(config.shutdown_timeout).await;
         tracing::info!("worker stopped: {}", jobwire_loop::nonzero_counts(&report));
-        Ok(report)
+        match ended_early {
+            None => Ok(report),
+            Some(why) => Err(WorkerError::ClaimLoopEnded(why)),
+        }
     }
 }

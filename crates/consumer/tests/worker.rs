@@ -670,6 +670,39 @@ async fn invalid_worker_settings_are_refused(pool: PgPool) {
     assert!(err.to_string().contains("lease"), "{err}");
 }
 
+/// A claim loop that dies (here: a row its claim cannot decode, as a job
+/// due at `-infinity` was before migration 20261206000006 refused it)
+/// stops the worker with an error naming why, instead of leaving a process
+/// that looks ready and never claims on that queue again.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_worker_whose_claim_loop_dies_stops_with_the_reason(pool: PgPool) {
+    sqlx::raw_sql(
+        "ALTER TABLE jobs DROP CONSTRAINT jobs_run_after_from_the_year_1;
+         INSERT INTO jobs (job_id, queue, job_type, run_after)
+         VALUES (jobwire_uuidv7(), 'work', 'noop', '-infinity');",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let run = Worker::new(
+        pool.clone(),
+        builtin_registry(),
+        test_worker_config("work", 2),
+    )
+    .run(CancellationToken::new());
+    // No shutdown is ever asked for: only the loop's end stops it.
+    let err = tokio::time::timeout(WAIT, run)
+        .await
+        .expect("the worker stops by itself")
+        .unwrap_err();
+    let said = err.to_string();
+    assert!(
+        said.starts_with("a claim loop of the worker ended: panicked: ")
+            && said.ends_with("; the worker stopped"),
+        "{said}"
+    );
+}
+
 /// The queue of the local-queue test, named only there: its metrics are
 /// read from the recorder every test of this binary shares.
 const AHEAD_QUEUE: &str = "claimed_ahead";

@@ -19,6 +19,7 @@
 //!   notifications may have been lost;
 //! - [`Outage`]: failures in a row, so that a loop can say when they ended;
 //! - [`storable_text`]: text from elsewhere as PostgreSQL can keep it;
+//! - [`why_task_ended`]: a spawned task's panic as text;
 //! - [`InvalidSetting`]: the typed error every `Config::validate` returns;
 //! - [`nonzero_counts`]: a loop's counters that moved, for its stop line.
 //!
@@ -36,6 +37,7 @@ mod pause;
 mod setting;
 mod sleep;
 mod storable;
+mod task_end;
 mod wake;
 
 pub use backoff::Backoff;
@@ -48,4 +50,5 @@ pub use pause::Pause;
 pub use setting::InvalidSetting;
 pub use sleep::{Wait, sleep, sleep_or_notified};
 pub use storable::{MAX_ERROR_TEXT_BYTES, storable_text};
+pub use task_end::why_task_ended;
 pub use wake::Wake;

@@ -39,8 +39,8 @@ pub enum NodeError {
     /// The HTTP server stopped with an error.
     #[error("the HTTP server failed: {0}")]
     Http(#[from] std::io::Error),
-    /// A part panicked (a bug): its message.
-    #[error("a node task panicked: {0}")]
+    /// A part panicked (a bug) or was cancelled: what it said.
+    #[error("a node task ended: {0}")]
     Panicked(String),
 }
 
@@ -286,17 +286,7 @@ async fn report_failure<T, E>(
 
 /// A task's result, with a panic turned into [`NodeError::Panicked`].
 async fn joined<T>(handle: JoinHandle<T>) -> Result<T, NodeError> {
-    handle.await.map_err(|err| {
-        let message = if err.is_panic() {
-            let panic = err.into_panic();
-            panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "non-text panic".to_owned())
-        } else {
-            "cancelled".to_owned()
-        };
-        NodeError::Panicked(message)
-    })
+    handle
+        .await
+        .map_err(|err| NodeError::Panicked(jobwire_loop::why_task_ended(err)))
 }
