@@ -318,12 +318,16 @@ impl Worker {
         // The loops end only when told to. One that ends before (a panic)
         // would leave the process up, ready by its health checks, and
         // claiming nothing on that queue: stop the whole worker instead.
+        // The loops stop on a child of `shutdown`, so at a shutdown one may
+        // have returned by the time this is polled: shutdown comes first.
         let ended_early = tokio::select! {
+            biased;
             () = shutdown.cancelled() => None,
-            Some(ended) = fetchers.join_next() => Some(match ended {
-                Ok(()) => "it returned".to_owned(),
-                Err(err) => jobwire_loop::why_task_ended(err),
-            }),
+            Some(ended) = fetchers.join_next() => match ended {
+                _ if shutdown.is_cancelled() => None,
+                Ok(()) => Some("it returned".to_owned()),
+                Err(err) => Some(jobwire_loop::why_task_ended(err)),
+            },
         };
         match &ended_early {
             None => tracing::info!("shutting down: no more claims"),
