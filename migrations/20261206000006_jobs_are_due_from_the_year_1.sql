@@ -14,12 +14,18 @@
 -- As in 20261206000005: a job already stored before the bound (possible
 -- before this migration) is moved to it first, in `jobs_history` too; a
 -- job due that early is due now either way. Then the check is added NOT
--- VALID, so adding it does not scan `jobs` under the table's lock.
+-- VALID, so adding it does not scan `jobs` under the table's lock;
+-- migration 20261206000008 validates it.
 --
 -- `jobwire_enqueue` now checks `run_after` against both bounds and
 -- `new_job_id` against the ids taken (SQLSTATE JW400 naming the argument,
 -- as for every other argument); before, a caller met a check or a primary
 -- key violation. The rest of the function is as in 20261201000009.
+
+-- The ALTER below takes the table's lock for a moment. Behind a long
+-- transaction it would wait, and every claim and enqueue with it: give up
+-- after 10 s instead, and let `jobwire migrate` be run again.
+SET LOCAL lock_timeout = '10s';
 
 UPDATE jobs SET run_after = '0001-01-01 00:00:00+00'
 WHERE run_after < '0001-01-01 00:00:00+00';
