@@ -910,7 +910,7 @@ async fn dead_letters_are_listed_and_replayed_from_the_command_line() {
             && stdout(&text).contains("newest error: upstream said 503")
             && stdout(&text).starts_with("   JOBS  TYPE")
             && stdout(&text).contains(
-                "replay: jobwire replay --job-type deliver_webhook --error-code HTTP_503"
+                "replay: jobwire replay --job-type=deliver_webhook --error-code=HTTP_503"
             ),
         "{}",
         stdout(&text)

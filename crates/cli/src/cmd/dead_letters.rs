@@ -39,6 +39,12 @@ pub(crate) async fn dead_letters(pool: &PgPool, json: bool) -> Result<()> {
         }
         if let Some(replay) = replay_command(&group.job_type, group.last_error_code.as_deref()) {
             outln!("{:>7}  replay: {replay}", "");
+            if group.last_error_code.is_none() {
+                outln!(
+                    "{:>7}          (no code to name: this replays every FAILED job of the type)",
+                    ""
+                );
+            }
         }
     }
     outln!();
@@ -49,17 +55,15 @@ pub(crate) async fn dead_letters(pool: &PgPool, json: bool) -> Result<()> {
 }
 
 /// The command that replays one group, to copy; `None` when a word holds
-/// a control character (no line typed at a terminal could carry it). A
-/// group without an error code has no flag of its own: the command says
-/// it replays the type's every code.
+/// a control character (no line typed at a terminal could carry it).
+/// Values go as `--flag=value`, so one starting with `-` is not read as a
+/// flag. A group without an error code has no flag of its own: the
+/// command replays the type's every code, which the listing says beside it.
 fn replay_command(job_type: &str, error_code: Option<&str>) -> Option<String> {
-    let mut command = format!("jobwire replay --job-type {}", shell_word(job_type)?);
-    match error_code {
-        Some(code) => {
-            command.push_str(" --error-code ");
-            command.push_str(&shell_word(code)?);
-        }
-        None => command.push_str("   (every FAILED job of the type, whatever its code)"),
+    let mut command = format!("jobwire replay --job-type={}", shell_word(job_type)?);
+    if let Some(code) = error_code {
+        command.push_str(" --error-code=");
+        command.push_str(&shell_word(code)?);
     }
     Some(command)
 }
@@ -106,17 +110,20 @@ mod tests {
     fn a_group_replay_command_is_one_word_per_value() {
         assert_eq!(
             replay_command("deliver_webhook", Some("HTTP_503")).as_deref(),
-            Some("jobwire replay --job-type deliver_webhook --error-code HTTP_503")
+            Some("jobwire replay --job-type=deliver_webhook --error-code=HTTP_503")
         );
         assert_eq!(
             replay_command("send_email", None).as_deref(),
-            Some(
-                "jobwire replay --job-type send_email   (every FAILED job of the type, whatever its code)"
-            )
+            Some("jobwire replay --job-type=send_email")
         );
         assert_eq!(
             replay_command("send_email", Some("it's $HOME")).as_deref(),
-            Some(r"jobwire replay --job-type send_email --error-code 'it'\''s $HOME'")
+            Some(r"jobwire replay --job-type=send_email --error-code='it'\''s $HOME'")
+        );
+        // A value that starts with `-` stays a value.
+        assert_eq!(
+            replay_command("send_email", Some("-1")).as_deref(),
+            Some("jobwire replay --job-type=send_email --error-code=-1")
         );
         assert_eq!(replay_command("send_email", Some("bad\u{1b}[2J")), None);
     }
