@@ -1431,6 +1431,42 @@ async fn a_schedule_nothing_fires_is_shown_as_overdue() {
     db.drop_database().await;
 }
 
+/// `schedule put --tenant`: the schedule keeps it and says so; a blank one
+/// is refused, naming the field, and nothing is stored.
+#[tokio::test]
+async fn a_schedule_put_for_a_tenant_says_so() {
+    let (db, pool) = migrated_database().await;
+    let put = |tenant: &str| {
+        jobwire(
+            &db.url,
+            &[
+                "schedule",
+                "put",
+                "acme-nightly",
+                "--cron",
+                "0 2 * * *",
+                "--type",
+                "noop",
+                "--tenant",
+                tenant,
+            ],
+        )
+    };
+    let blank = put(" ");
+    assert!(!blank.status.success());
+    assert_says(&stderr(&blank), "tenant");
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM job_schedules")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 0);
+    let created = put("acme");
+    assert!(created.status.success(), "{}", stderr(&created));
+    assert_says(&stdout(&created), "noop on queue default for tenant acme");
+    pool.close().await;
+    db.drop_database().await;
+}
+
 /// A schedule stored with a zone this version does not know is listed and
 /// shown with its problem; the other schedules are listed beside it.
 #[tokio::test]

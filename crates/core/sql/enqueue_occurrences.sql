@@ -1,4 +1,5 @@
 -- Enqueue schedule occurrences: one job per (schedule, nominal instant),
+-- for the schedule's tenant ($11, NULL for none),
 -- with dedup key `schedule:<name>@<instant>`. An occurrence whose key is
 -- already held writes nothing (ON CONFLICT): firing twice is refused by the
 -- database. Wake-ups come from the jobs_wake_inserted trigger. Returns the
@@ -9,16 +10,17 @@
 -- one refused row would fail the statement, and with it every schedule
 -- fired in the same transaction, on every later try.
 INSERT INTO jobs (job_id, queue, job_type, priority, payload, max_attempts, run_after,
-                  dedup_key, schedule_name, scheduled_for)
+                  dedup_key, schedule_name, scheduled_for, tenant)
 SELECT jobwire_uuidv7(), queue, job_type, priority,
        CASE WHEN note IS NULL THEN payload
             WHEN octet_length((payload || note)::text) <= 1048576 THEN payload || note
             ELSE payload
        END,
-       max_attempts, run_after, dedup_key, schedule_name, scheduled_for
+       max_attempts, run_after, dedup_key, schedule_name, scheduled_for, tenant
 FROM unnest($1::text[], $2::text[], $3::smallint[], $4::jsonb[], $5::integer[],
-            $6::timestamptz[], $7::text[], $8::text[], $9::timestamptz[], $10::jsonb[])
+            $6::timestamptz[], $7::text[], $8::text[], $9::timestamptz[], $10::jsonb[],
+            $11::text[])
     AS o(queue, job_type, priority, payload, max_attempts, run_after, dedup_key,
-         schedule_name, scheduled_for, note)
+         schedule_name, scheduled_for, note, tenant)
 ON CONFLICT (job_type, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
 RETURNING job_id

@@ -258,6 +258,50 @@ async fn each_job_records_its_occurrence_and_jitter_stays_in_its_window(pool: Pg
     }
 }
 
+/// A schedule's job may work for a tenant: the tenant is kept with the
+/// schedule, every occurrence's job carries it, and a replacement without
+/// one removes it. A blank tenant is refused, as for any job.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_schedules_jobs_work_for_its_tenant(pool: PgPool) {
+    let for_acme = |tenant: &str| ScheduleSpec {
+        job: NewJob::new("nightly_report", json!({})).with_tenant(tenant),
+        ..spec("acme-nightly", "0 2 * * *")
+    };
+    match jobwire_core::put_schedule(&pool, &for_acme(" ")).await {
+        Err(Error::InvalidJob { field, .. }) => assert_eq!(field, "tenant"),
+        other => panic!("{other:?}"),
+    }
+    jobwire_core::put_schedule(&pool, &for_acme("acme"))
+        .await
+        .unwrap();
+    let stored = jobwire_core::get_schedule(&pool, "acme-nightly")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.tenant.as_deref(), Some("acme"));
+
+    sqlx::query("UPDATE job_schedules SET next_run_at = now() - interval '1 minute'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let report = jobwire_core::fire_due_schedules(&pool, 10).await.unwrap();
+    assert_eq!(report.enqueued, 1, "{report:?}");
+    let tenants: Vec<Option<String>> = sqlx::query_scalar("SELECT tenant FROM jobs")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(tenants, vec![Some("acme".to_owned())]);
+
+    jobwire_core::put_schedule(&pool, &spec("acme-nightly", "0 2 * * *"))
+        .await
+        .unwrap();
+    let replaced = jobwire_core::get_schedule(&pool, "acme-nightly")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(replaced.tenant, None);
+}
+
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn four_schedulers_racing_fire_each_occurrence_exactly_once(pool: PgPool) {
     const SCHEDULES: usize = 200;

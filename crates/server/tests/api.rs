@@ -621,6 +621,32 @@ async fn schedules_over_http(pool: PgPool) {
     assert!(next.iter().all(|at| at.ends_with("T02:30:00Z")), "{next:?}");
     let (status, _) = parts(put(body.clone()).await.unwrap()).await;
     assert_eq!(status, 200, "replaced");
+    assert!(created.get("tenant").is_none(), "{created}");
+    // A schedule whose jobs work for a tenant.
+    let (status, for_acme) = parts(
+        api.client
+            .put(api.url("/schedules/acme-nightly"))
+            .bearer_auth(&api.admin)
+            .json(&json!({ "cron": "0 2 * * *", "timezone": "UTC",
+                           "type": "nightly_report", "tenant": "acme" }))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, &for_acme["tenant"]),
+        (201, &json!("acme")),
+        "{for_acme}"
+    );
+    let gone = api
+        .client
+        .delete(api.url("/schedules/acme-nightly"))
+        .bearer_auth(&api.admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 204);
 
     let (status, listed) = parts(api.get("/schedules", &api.read).send().await.unwrap()).await;
     assert_eq!(
@@ -784,6 +810,27 @@ async fn a_schedule_that_cannot_be_evaluated_is_shown_with_its_problem(pool: PgP
         (status, &shown["problem"]),
         (200, &bad["problem"]),
         "{shown}"
+    );
+
+    // Come due, the scheduler pauses it; its problem is still shown.
+    sqlx::query(
+        "UPDATE job_schedules SET next_run_at = now() - interval '1 minute' WHERE name = 'on-mars'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    jobwire_core::fire_due_schedules(&pool, 10).await.unwrap();
+    let (status, paused) = parts(
+        api.get("/schedules/on-mars", &api.read)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, &paused["paused"], &paused["problem"]),
+        (200, &json!(true), &bad["problem"]),
+        "{paused}"
     );
 }
 

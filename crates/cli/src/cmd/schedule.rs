@@ -56,6 +56,10 @@ pub(crate) struct PutArgs {
     job_type: String,
     #[command(flatten)]
     job: JobFields,
+    /// The tenant every occurrence's job works for (its caps and limits
+    /// apply).
+    #[arg(long)]
+    tenant: Option<String>,
     /// Spread each occurrence's start over this many seconds (at most 86400).
     #[arg(long, default_value_t = 0,
           value_parser = clap::value_parser!(u32).range(0..=i64::from(jobwire_core::store::MAX_JITTER_SECONDS)))]
@@ -81,12 +85,10 @@ pub(crate) async fn schedule(pool: &PgPool, command: ScheduleCommand) -> Result<
                     let mut value = serde_json::to_value(schedule)?;
                     // One schedule that cannot be evaluated is shown with
                     // its problem, not made to hide the others.
-                    match schedule.upcoming(3) {
-                        Ok(times) => value["next_occurrences"] = serde_json::to_value(times)?,
-                        Err(err) => {
-                            value["next_occurrences"] = serde_json::json!([]);
-                            value["problem"] = format!("cannot be evaluated: {err}").into();
-                        }
+                    value["next_occurrences"] =
+                        serde_json::to_value(schedule.upcoming(3).unwrap_or_default())?;
+                    if let Some(problem) = schedule.problem() {
+                        value["problem"] = problem.into();
                     }
                     out.push(value);
                 }
@@ -134,7 +136,10 @@ pub(crate) async fn schedule(pool: &PgPool, command: ScheduleCommand) -> Result<
 }
 
 async fn put(pool: &PgPool, args: PutArgs) -> Result<()> {
-    let job = args.job.into_job(args.job_type)?;
+    let mut job = args.job.into_job(args.job_type)?;
+    if let Some(tenant) = args.tenant {
+        job = job.with_tenant(tenant);
+    }
     let spec = ScheduleSpec {
         jitter_seconds: args.jitter_seconds,
         missed: args.missed.parse::<MissedRuns>()?,
@@ -169,9 +174,14 @@ fn print_schedule(schedule: &Schedule, now: DateTime<Utc>) -> Result<()> {
         if schedule.paused { "  PAUSED" } else { "" }
     );
     outln!(
-        "  job        {} on queue {} (priority {}, {} attempts), payload {}",
+        "  job        {} on queue {}{} (priority {}, {} attempts), payload {}",
         schedule.job_type,
         schedule.queue,
+        schedule
+            .tenant
+            .as_deref()
+            .map(|tenant| format!(" for tenant {tenant}"))
+            .unwrap_or_default(),
         schedule.priority,
         schedule.max_attempts,
         schedule.payload
@@ -194,18 +204,19 @@ fn print_schedule(schedule: &Schedule, now: DateTime<Utc>) -> Result<()> {
         Some(at) => outln!("  last fired {}", zoned_and_utc(at)),
         None => outln!("  last fired never"),
     }
-    let upcoming = match schedule.upcoming(3) {
-        Ok(times) => times,
-        Err(err) => {
-            outln!(
-                "  PROBLEM    cannot be evaluated: {err}; it never fires (the scheduler pauses it \
-                 when it comes due): replace it with `jobwire schedule put {}`",
-                schedule.name
-            );
-            Vec::new()
-        }
-    };
-    for (i, at) in upcoming.into_iter().enumerate() {
+    if let Some(problem) = schedule.problem() {
+        outln!(
+            "  PROBLEM    {problem}; it never fires (the scheduler pauses it when it comes due): \
+             replace it with `jobwire schedule put {}`",
+            schedule.name
+        );
+    }
+    for (i, at) in schedule
+        .upcoming(3)
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+    {
         let late = now - at;
         let overdue = match i {
             _ if late <= OVERDUE_AFTER => String::new(),

@@ -194,6 +194,8 @@ pub struct Schedule {
     pub created_at: DateTime<Utc>,
     /// Last changed at.
     pub updated_at: DateTime<Utc>,
+    /// The tenant its jobs work for (caps and limits apply), or none.
+    pub tenant: Option<String>,
 }
 
 impl Schedule {
@@ -201,6 +203,16 @@ impl Schedule {
     pub fn next_occurrences(&self, after: DateTime<Utc>, n: usize) -> Result<Vec<DateTime<Utc>>> {
         let schedule = CronSchedule::parse(&self.cron, &self.timezone)?;
         Ok(schedule.occurrences_after(after).take(n).collect())
+    }
+
+    /// Why its cron or zone cannot be evaluated (stored by hand, or by a
+    /// version that accepted them), paused or not; `None` when they can.
+    /// Such a schedule never fires: the scheduler pauses it when it comes
+    /// due.
+    pub fn problem(&self) -> Option<String> {
+        CronSchedule::parse(&self.cron, &self.timezone)
+            .err()
+            .map(|err| format!("cannot be evaluated: {err}"))
     }
 
     /// The next `n` times it will fire, starting with `next_run_at`; none
@@ -245,6 +257,7 @@ pub async fn put_schedule(pool: &PgPool, spec: &ScheduleSpec) -> Result<bool> {
         .bind(spec.missed.as_str())
         .bind(schedule.next_after(now))
         .bind(spec.max_catch_up as i32)
+        .bind(&spec.job.tenant)
         .fetch_one(pool)
         .await?;
     Ok(created)
@@ -314,6 +327,7 @@ struct DueSchedule {
     missed: String,
     max_catch_up: i32,
     next_run_at: DateTime<Utc>,
+    tenant: Option<String>,
     db_now: DateTime<Utc>,
 }
 
@@ -379,6 +393,7 @@ struct OccurrenceColumns {
     nominals: Vec<DateTime<Utc>>,
     /// Merged into the payload where it fits (`_schedule`), or `None`.
     notes: Vec<Option<Value>>,
+    tenants: Vec<Option<String>>,
 }
 
 /// Fire up to `batch` due schedules in one transaction of three statements:
@@ -440,6 +455,7 @@ pub async fn fire_due_schedules(pool: &PgPool, batch: i64) -> Result<FireReport>
             jobs.schedule_names.push(row.name.clone());
             jobs.nominals.push(*nominal);
             jobs.notes.push(note.clone());
+            jobs.tenants.push(row.tenant.clone());
         }
         next_runs.push(cron.next_after(row.db_now));
         fired_for.push(fire.last().copied());
@@ -464,6 +480,7 @@ pub async fn fire_due_schedules(pool: &PgPool, batch: i64) -> Result<FireReport>
                 .bind(&jobs.schedule_names)
                 .bind(&jobs.nominals)
                 .bind(&jobs.notes)
+                .bind(&jobs.tenants)
                 .fetch_all(&mut *tx)
                 .await?;
         report.enqueued = written.len();

@@ -44,6 +44,10 @@ pub(crate) struct PutScheduleRequest {
     missed: Option<MissedRuns>,
     /// Most missed occurrences `all` enqueues at once (default 100).
     max_catch_up: Option<u32>,
+    /// The tenant every occurrence's job works for: its caps and limits
+    /// apply. Default: none.
+    #[schema(example = "acme")]
+    tenant: Option<String>,
 }
 
 /// A schedule.
@@ -60,6 +64,9 @@ pub(crate) struct ScheduleView {
     payload: Value,
     priority: i16,
     max_attempts: i32,
+    /// The tenant its jobs work for; absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tenant: Option<String>,
     jitter_seconds: i32,
     missed: String,
     max_catch_up: i32,
@@ -86,11 +93,10 @@ pub(crate) struct ScheduleView {
 impl From<Schedule> for ScheduleView {
     fn from(schedule: Schedule) -> Self {
         // One schedule that cannot be evaluated must not hide the others
-        // (`GET /schedules`) nor itself: it is shown with its problem.
-        let (next_occurrences, problem) = match schedule.upcoming(3) {
-            Ok(times) => (times, None),
-            Err(err) => (Vec::new(), Some(format!("cannot be evaluated: {err}"))),
-        };
+        // (`GET /schedules`) nor itself: it is shown with its problem, and
+        // still once the scheduler has paused it.
+        let problem = schedule.problem();
+        let next_occurrences = schedule.upcoming(3).unwrap_or_default();
         ScheduleView {
             name: schedule.name,
             cron: schedule.cron,
@@ -100,6 +106,7 @@ impl From<Schedule> for ScheduleView {
             payload: schedule.payload,
             priority: schedule.priority,
             max_attempts: schedule.max_attempts,
+            tenant: schedule.tenant,
             jitter_seconds: schedule.jitter_seconds,
             missed: schedule.missed,
             max_catch_up: schedule.max_catch_up,
@@ -161,7 +168,7 @@ pub(crate) async fn put_schedule(
     SchedulePath(name): SchedulePath,
     JsonBody(request): JsonBody<PutScheduleRequest>,
 ) -> Result<(StatusCode, Json<ScheduleView>), ApiError> {
-    let job = new_job(
+    let mut job = new_job(
         request.job_type,
         request
             .payload
@@ -170,6 +177,9 @@ pub(crate) async fn put_schedule(
         request.priority,
         request.max_attempts,
     );
+    if let Some(tenant) = request.tenant {
+        job = job.with_tenant(tenant);
+    }
     let spec = ScheduleSpec {
         jitter_seconds: request.jitter_seconds.unwrap_or(0),
         missed: request.missed.unwrap_or_default(),

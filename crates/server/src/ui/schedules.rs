@@ -53,18 +53,23 @@ pub(crate) async fn list(viewer: Viewer, State(state): State<ApiState>) -> Resul
                             td data-label="Name" { (schedule.name) }
                             td data-label="Cron" { code { (schedule.cron) } }
                             td data-label="Zone" { (schedule.timezone) }
-                            td data-label="Job" { (schedule.job_type) " on " (schedule.queue) }
+                            td data-label="Job" {
+                                (schedule.job_type) " on " (schedule.queue)
+                                @if let Some(tenant) = &schedule.tenant { " for " (tenant) }
+                            }
                             td.nowrap data-label="Next fire times" {
-                                @match schedule.upcoming(UPCOMING) {
-                                    Ok(times) if !times.is_empty() => {
-                                        @for (i, at) in times.iter().enumerate() {
-                                            @if i > 0 { br; }
-                                            (local_time(schedule, *at))
-                                        }
+                                @let times = schedule.upcoming(UPCOMING).unwrap_or_default();
+                                @if let Some(problem) = schedule.problem() {
+                                    span.problem { (problem) }
+                                } @else if !times.is_empty() {
+                                    @for (i, at) in times.iter().enumerate() {
+                                        @if i > 0 { br; }
+                                        (local_time(schedule, *at))
                                     }
-                                    Ok(_) if schedule.paused => { span.muted { "paused" } }
-                                    Ok(_) => { span.muted { "never again" } }
-                                    Err(err) => { span.problem { (err) } }
+                                } @else if schedule.paused {
+                                    span.muted { "paused" }
+                                } @else {
+                                    span.muted { "never again" }
                                 }
                             }
                             td.nowrap data-label="Last fired" { (maybe_time(schedule.last_fired_at)) }
