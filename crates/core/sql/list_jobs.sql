@@ -1,7 +1,7 @@
 -- One page of jobs, newest first, from the hot table and history together.
 -- Keyset pagination on job_id (UUIDv7, so time-ordered): $4 is the last id
 -- of the previous page. Optional filters: state ($1), queue ($2), job type
--- ($3), last error code ($8), an id prefix as the range of ids it covers ($6 to $7: a range of the
+-- ($3), last error code ($8), tenant ($9), an id prefix as the range of ids it covers ($6 to $7: a range of the
 -- primary key, so a prefix is as cheap as a page). Each branch walks its primary key backwards and stops after $5 rows,
 -- so a page costs the same on page one as on page ten thousand.
 SELECT * FROM (
@@ -15,6 +15,7 @@ SELECT * FROM (
        AND ($2::text IS NULL OR queue = $2)
        AND ($3::text IS NULL OR job_type = $3)
        AND ($8::text IS NULL OR last_error_code = $8)
+       AND ($9::text IS NULL OR tenant = $9)
        AND ($4::uuid IS NULL OR job_id < $4)
        AND job_id BETWEEN coalesce($6::uuid, '00000000-0000-0000-0000-000000000000')
                       AND coalesce($7::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff')
@@ -31,6 +32,7 @@ SELECT * FROM (
        AND ($2::text IS NULL OR queue = $2)
        AND ($3::text IS NULL OR job_type = $3)
        AND ($8::text IS NULL OR last_error_code = $8)
+       AND ($9::text IS NULL OR tenant = $9)
        AND ($4::uuid IS NULL OR job_id < $4)
        AND job_id BETWEEN coalesce($6::uuid, '00000000-0000-0000-0000-000000000000')
                       AND coalesce($7::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff')

@@ -571,6 +571,8 @@ pub struct JobFilter {
     pub id_prefix: Option<String>,
     /// Only jobs whose last error has this code (a dead-letter group).
     pub error_code: Option<String>,
+    /// Only jobs of this tenant.
+    pub tenant: Option<String>,
 }
 
 /// One queue as an operator sees it.

@@ -181,6 +181,30 @@ async fn enqueue_read_and_list_jobs(pool: PgPool) {
     )
     .await;
     assert_eq!(page["jobs"], json!([]));
+
+    // One tenant's jobs.
+    for tenant in ["acme", "globex", "acme"] {
+        let (status, _) = enqueue(
+            &api,
+            json!({"type": "digest", "queue": "bulk", "tenant": tenant}),
+        )
+        .await;
+        assert_eq!(status, 201);
+    }
+    let (status, page) = parts(
+        api.get("/jobs?tenant=acme&queue=bulk", &api.read)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let tenants: Vec<&str> = page["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|job| job["tenant"].as_str().unwrap_or("none"))
+        .collect();
+    assert_eq!((status, tenants), (200, vec!["acme", "acme"]), "{page}");
 }
 
 /// Numbers an integer of 64 bits or a double holds are stored as sent,

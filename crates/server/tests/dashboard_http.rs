@@ -490,6 +490,38 @@ async fn queues_named_like_path_segments_are_paused_from_their_row(pool: PgPool)
     }
 }
 
+/// The jobs list filtered by tenant shows that tenant's jobs, each saying
+/// whose it is, and its pages keep the filter.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn the_jobs_list_filters_by_tenant(pool: PgPool) {
+    let api = Api::start(pool.clone()).await;
+    let mut acme = Vec::new();
+    for tenant in ["acme", "globex", "acme"] {
+        let job = NewJob::new("noop", json!({})).with_tenant(tenant);
+        let id = jobwire_core::enqueue(&pool, &job).await.unwrap().job_id;
+        if tenant == "acme" {
+            acme.push(id.to_string());
+        }
+    }
+    let (cookie, _) = log_in(&api, &api.read).await;
+    let page = get_with(&api, "/ui/jobs?tenant=acme", &cookie)
+        .await
+        .text()
+        .await
+        .unwrap();
+    let listed = page.matches("class=\"mono job-id\"").count();
+    assert_eq!(listed, 2, "{page}");
+    assert!(acme.iter().all(|id| page.contains(id.as_str())), "{page}");
+    assert!(
+        page.contains("for acme") && !page.contains("for globex"),
+        "{page}"
+    );
+    assert!(
+        page.contains(r#"<input id="f-tenant" name="tenant" value="acme">"#),
+        "{page}"
+    );
+}
+
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_token_bound_to_a_tenant_cannot_open_the_dashboard(pool: PgPool) {
     let api = Api::start(pool.clone()).await;

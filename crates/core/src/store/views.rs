@@ -46,7 +46,8 @@ pub async fn list_jobs(pool: &PgPool, filter: &JobFilter, limit: i64) -> Result<
     let filtered = filter.state.is_some()
         || filter.queue.is_some()
         || filter.job_type.is_some()
-        || filter.error_code.is_some();
+        || filter.error_code.is_some()
+        || filter.tenant.is_some();
     if !filtered {
         // Every row matches: the page stops after `limit` rows by itself.
         let jobs = page_between(pool, filter, limit, first, last).await?;
@@ -97,6 +98,7 @@ async fn page_between(
         .bind(first)
         .bind(last)
         .bind(&filter.error_code)
+        .bind(&filter.tenant)
         .fetch_all(pool)
         .await?)
 }

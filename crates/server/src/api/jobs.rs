@@ -448,6 +448,8 @@ pub(crate) struct ListJobsQuery {
     #[serde(rename = "idPrefix")]
     #[param(rename = "idPrefix")]
     id_prefix: Option<String>,
+    /// Only jobs of this tenant.
+    tenant: Option<String>,
 }
 
 /// One page of jobs, newest first.
@@ -465,7 +467,7 @@ pub(crate) struct JobPage {
 const DEFAULT_PAGE: i64 = 50;
 const MAX_PAGE: i64 = 500;
 
-/// List jobs, newest first, filtered by state, queue, type, error code and id prefix. Pages are
+/// List jobs, newest first, filtered by state, queue, type, error code, tenant and id prefix. Pages are
 /// keyset pages: pass the previous page's `nextAfter` as `after`, until it
 /// is absent. A filtered page reads at most 100,000 ids of each table, so
 /// it may be short (even empty) before the last page.
@@ -514,6 +516,7 @@ pub(crate) async fn list_jobs(
         before: query.after,
         id_prefix: query.id_prefix,
         error_code: query.error_code,
+        tenant: query.tenant,
     };
     let page = jobwire_core::list_jobs(&state.pool, &filter, limit).await?;
     Ok(Json(JobPage {

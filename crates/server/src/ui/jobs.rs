@@ -40,6 +40,7 @@ pub(crate) struct ListQuery {
     job_type: Option<String>,
     #[serde(rename = "errorCode")]
     error_code: Option<String>,
+    tenant: Option<String>,
     /// Hex digits of a job id (dashes allowed), or a whole id.
     id: Option<String>,
     /// Continue after this job (the last one of the page before).
@@ -54,6 +55,7 @@ impl ListQuery {
             ("queue", &self.queue),
             ("type", &self.job_type),
             ("errorCode", &self.error_code),
+            ("tenant", &self.tenant),
             ("id", &self.id),
         ]
         .into_iter()
@@ -92,6 +94,7 @@ pub(crate) async fn list(
         before,
         id_prefix,
         error_code: given(&query.error_code),
+        tenant: given(&query.tenant),
     };
     let listed = jobwire_core::list_jobs(&state.pool, &filter, PAGE).await?;
     let jobs = &listed.jobs;
@@ -126,6 +129,7 @@ pub(crate) async fn list(
             div { label for="f-queue" { "Queue" } input #f-queue name="queue" value=(value_of("queue")); }
             div { label for="f-type" { "Type" } input #f-type name="type" value=(value_of("type")); }
             div { label for="f-code" { "Error code" } input #f-code name="errorCode" value=(value_of("errorCode")); }
+            div { label for="f-tenant" { "Tenant" } input #f-tenant name="tenant" value=(value_of("tenant")); }
             div { label for="f-id" { "Job id starts with" } input #f-id name="id" value=(value_of("id")) spellcheck="false"; }
             div.actions { button type="submit" { "Filter" } a href="/ui/jobs" { "Clear" } }
         }
@@ -142,7 +146,12 @@ pub(crate) async fn list(
                                 a.mono.job-id href=(format!("/ui/jobs/{}", job.job_id)) { (job.job_id) }
                             }
                             td data-label="Type" { (job.job_type) }
-                            td data-label="Queue" { (job.queue) }
+                            td.queue data-label="Queue" {
+                                (job.queue)
+                                @if let Some(tenant) = &job.tenant {
+                                    br; span.muted { "for " (truncate(tenant, 40)) }
+                                }
+                            }
                             td data-label="State" { (state_badge(job.state)) }
                             td.num data-label="Attempts" { (job.attempt_count) " / " (job.max_attempts) }
                             td.nowrap data-label="Created" { (time(job.created_at)) }
