@@ -207,6 +207,38 @@ async fn enqueue_read_and_list_jobs(pool: PgPool) {
     assert_eq!((status, tenants), (200, vec!["acme", "acme"]), "{page}");
 }
 
+/// `delayMs` makes a job due that long after the database's clock at the
+/// enqueue (a client with a wrong clock still gets the delay it asked
+/// for); with `runAt`, or past the year 10000, it is refused by name and
+/// nothing is written.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_delay_is_counted_on_the_databases_clock(pool: PgPool) {
+    let api = Api::start(pool.clone()).await;
+    let (status, body) = enqueue(&api, json!({"type": "later", "delayMs": 60000})).await;
+    assert_eq!(status, 201, "{body}");
+    let delay_s: f64 = sqlx::query_scalar(
+        "SELECT extract(epoch FROM run_after - created_at)::float8 FROM jobs WHERE job_type = 'later'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!((60.0..61.0).contains(&delay_s), "{delay_s}");
+    for refused in [
+        json!({"type": "refused", "delayMs": 1000, "runAt": "2030-01-01T00:00:00Z"}),
+        json!({"type": "refused", "delayMs": 9_000_000_000_000_000_u64}),
+        json!({"type": "refused", "delayMs": u64::MAX}),
+        json!({"type": "refused", "delayMs": -5}),
+    ] {
+        let (status, body) = enqueue(&api, refused.clone()).await;
+        assert_eq!(
+            (status, error_code(&body), body["error"]["field"].as_str()),
+            (400, "INVALID_FIELD", Some("delayMs")),
+            "{refused}: {body}"
+        );
+    }
+    assert_eq!(rows_of_type(&api, "refused").await, 0);
+}
+
 /// Numbers an integer of 64 bits or a double holds are stored as sent,
 /// the largest and the smallest among them, and a double written to 17
 /// digits (as printf's %.17g and Java write them) is taken: the refusal of

@@ -360,6 +360,7 @@ fn api_field(core: &str) -> String {
         "max_attempts" => "maxAttempts",
         "dedup_key" => "idempotencyKey",
         "run_at" => "runAt",
+        "delay" => "delayMs",
         "error_code" => "errorCode",
         "jitter_seconds" => "jitterSeconds",
         "max_catch_up" => "maxCatchUp",

@@ -37,6 +37,11 @@ pub(crate) struct EnqueueRequest {
     /// Default: now.
     #[schema(value_type = Option<String>, format = DateTime, example = "2026-11-01T00:05:00+05:30")]
     run_at: Option<String>,
+    /// Run this many milliseconds after the database's clock at the
+    /// enqueue, so that the client's clock does not matter. Not with
+    /// `runAt`.
+    #[schema(example = 60000)]
+    delay_ms: Option<u64>,
     /// Lower runs first within its queue (-32768 to 32767). Default 0.
     #[schema(example = 1)]
     priority: Option<i16>,
@@ -296,8 +301,27 @@ pub(crate) async fn enqueue_job(
         request.priority,
         request.max_attempts,
     );
-    if let Some(run_at) = &request.run_at {
-        job = job.with_run_at(parse_time("runAt", run_at)?);
+    match (&request.run_at, request.delay_ms) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::invalid_field(
+                "delayMs",
+                "give runAt or delayMs, not both",
+            ));
+        }
+        (Some(run_at), None) => job = job.with_run_at(parse_time("runAt", run_at)?),
+        (None, Some(delay_ms)) => {
+            let delay = i64::try_from(delay_ms)
+                .ok()
+                .and_then(chrono::TimeDelta::try_milliseconds)
+                .ok_or_else(|| {
+                    ApiError::invalid_field(
+                        "delayMs",
+                        "must make the job due before the year 10000",
+                    )
+                })?;
+            job = job.with_delay(delay);
+        }
+        (None, None) => {}
     }
     // A token bound to a tenant enqueues for that tenant: named or not,
     // and never for another.
