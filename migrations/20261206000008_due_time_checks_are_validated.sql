@@ -10,6 +10,12 @@ UPDATE jobs SET run_after = '9999-12-31 23:59:59+00'
 WHERE run_after >= '10000-01-01 00:00:00+00';
 UPDATE jobs SET run_after = '0001-01-01 00:00:00+00'
 WHERE run_after < '0001-01-01 00:00:00+00';
+-- Such a job may have been archived since (cancelled, or claimed and
+-- finished): the history has no check, and job lists read it too.
+UPDATE jobs_history SET run_after = '9999-12-31 23:59:59+00'
+WHERE run_after >= '10000-01-01 00:00:00+00';
+UPDATE jobs_history SET run_after = '0001-01-01 00:00:00+00'
+WHERE run_after < '0001-01-01 00:00:00+00';
 
 ALTER TABLE jobs VALIDATE CONSTRAINT jobs_run_after_before_10000;
 ALTER TABLE jobs VALIDATE CONSTRAINT jobs_run_after_from_the_year_1;

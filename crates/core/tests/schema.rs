@@ -286,6 +286,46 @@ async fn migrate_over_a_job_due_at(pool: &PgPool, version: i64, run_after: &str)
     }
 }
 
+/// Migration 20261206000008 moves a job past a bound that reached the
+/// history (archived before the checks held): job lists read the history
+/// too, and it has no check of its own.
+#[sqlx::test(migrations = false)]
+async fn the_validation_moves_archived_jobs_due_outside_the_bounds(pool: PgPool) {
+    const VALIDATED: i64 = 20261206000008;
+    for migration in jobwire_core::MIGRATOR.iter() {
+        if migration.version == VALIDATED {
+            sqlx::raw_sql(
+                "INSERT INTO jobs_history (job_id, job_type, state, finished_at, run_after)
+                 VALUES (jobwire_uuidv7(), 'early', 'CANCELLED', now(), '-infinity'),
+                        (jobwire_uuidv7(), 'late', 'CANCELLED', now(), 'infinity')",
+            )
+            .execute(&pool)
+            .await
+            .unwrap();
+        }
+        if migration.version <= VALIDATED {
+            sqlx::raw_sql(migration.sql.clone())
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+    }
+    let stored: Vec<(String, String)> = sqlx::query_as(
+        "SELECT job_type, to_char(run_after AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS')
+         FROM jobs_history ORDER BY job_type",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        stored,
+        vec![
+            ("early".to_owned(), "0001-01-01 00:00:00".to_owned()),
+            ("late".to_owned(), "9999-12-31 23:59:59".to_owned()),
+        ]
+    );
+}
+
 /// A due time check goes onto a table that may already hold a job outside
 /// it (enqueued before the check, through SQL with `run_after =>
 /// 'infinity'` or `'-infinity'`): the migration moves the job to the bound
