@@ -324,6 +324,10 @@ impl Worker {
             biased;
             () = shutdown.cancelled() => None,
             Some(ended) = fetchers.join_next() => match ended {
+                Err(err) if shutdown.is_cancelled() => {
+                    log_loop_panic(err);
+                    None
+                }
                 _ if shutdown.is_cancelled() => None,
                 Ok(()) => Some("it returned".to_owned()),
                 Err(err) => Some(jobwire_loop::why_task_ended(err)),
@@ -337,7 +341,11 @@ impl Worker {
             ),
         }
         stop_fetching.cancel();
-        while fetchers.join_next().await.is_some() {}
+        while let Some(ended) = fetchers.join_next().await {
+            if let Err(err) = ended {
+                log_loop_panic(err);
+            }
+        }
         tracing::info!(running = runtime.in_flight(), "draining running jobs");
         let report = runtime.shutdown(config.shutdown_timeout).await;
         tracing::info!("worker stopped: {}", jobwire_loop::nonzero_counts(&report));
@@ -346,4 +354,10 @@ impl Worker {
             Some(why) => Err(WorkerError::ClaimLoopEnded(why)),
         }
     }
+}
+
+/// A claim loop that panicked while the worker was stopping anyway: no
+/// reason to fail the stop, but a bug to see.
+fn log_loop_panic(err: tokio::task::JoinError) {
+    tracing::error!(error = %jobwire_loop::why_task_ended(err), "a claim loop ended while the worker stopped");
 }

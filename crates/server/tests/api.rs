@@ -205,6 +205,12 @@ async fn enqueue_read_and_list_jobs(pool: PgPool) {
         .map(|job| job["tenant"].as_str().unwrap_or("none"))
         .collect();
     assert_eq!((status, tenants), (200, vec!["acme", "acme"]), "{page}");
+    let (status, refused) = parts(api.get("/jobs?tenant=", &api.read).send().await.unwrap()).await;
+    assert_eq!(
+        (status, refused["error"]["field"].as_str()),
+        (400, Some("tenant")),
+        "{refused}"
+    );
 }
 
 /// `delayMs` makes a job due that long after the database's clock at the

@@ -56,8 +56,8 @@ pub(crate) struct PutArgs {
     job_type: String,
     #[command(flatten)]
     job: JobFields,
-    /// The tenant every occurrence's job works for (its caps and limits
-    /// apply).
+    /// The tenant every occurrence's job works for (the queue's running cap
+    /// for that tenant applies; enqueue limits do not refuse an occurrence).
     #[arg(long)]
     tenant: Option<String>,
     /// Spread each occurrence's start over this many seconds (at most 86400).

@@ -194,7 +194,8 @@ pub struct Schedule {
     pub created_at: DateTime<Utc>,
     /// Last changed at.
     pub updated_at: DateTime<Utc>,
-    /// The tenant its jobs work for (caps and limits apply), or none.
+    /// The tenant its jobs work for (the queue's running cap for that
+    /// tenant applies; enqueue limits do not refuse an occurrence), or none.
     pub tenant: Option<String>,
 }
 

@@ -39,7 +39,7 @@ pub(crate) struct EnqueueRequest {
     run_at: Option<String>,
     /// Run this many milliseconds after the database's clock at the
     /// enqueue, so that the client's clock does not matter. Not with
-    /// `runAt`.
+    /// `runAt`; the job must be due before the year 10000.
     #[schema(example = 60000)]
     delay_ms: Option<u64>,
     /// Lower runs first within its queue (-32768 to 32767). Default 0.
@@ -532,6 +532,15 @@ pub(crate) async fn list_jobs(
             "idPrefix",
             "hex digits of a job id (dashes allowed), at most 32",
         ));
+    }
+    // A blank tenant matches no job: its pages would walk both tables to
+    // the end, each one empty.
+    if query
+        .tenant
+        .as_deref()
+        .is_some_and(|tenant| tenant.trim().is_empty())
+    {
+        return Err(ApiError::invalid_query("tenant", "must not be blank"));
     }
     let filter = JobFilter {
         state: job_state,

@@ -44,8 +44,9 @@ pub(crate) struct PutScheduleRequest {
     missed: Option<MissedRuns>,
     /// Most missed occurrences `all` enqueues at once (default 100).
     max_catch_up: Option<u32>,
-    /// The tenant every occurrence's job works for: its caps and limits
-    /// apply. Default: none.
+    /// The tenant every occurrence's job works for: the queue's running cap
+    /// for that tenant applies (enqueue limits do not refuse an
+    /// occurrence). Default: none.
     #[schema(example = "acme")]
     tenant: Option<String>,
 }

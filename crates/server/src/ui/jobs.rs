@@ -184,7 +184,7 @@ pub(crate) async fn list(
     Ok(page("Jobs", Section::Jobs, Some(&viewer), body))
 }
 
-fn truncate(text: &str, chars: usize) -> String {
+pub(super) fn truncate(text: &str, chars: usize) -> String {
     match text.char_indices().nth(chars) {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_owned(),

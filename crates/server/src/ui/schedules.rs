@@ -55,7 +55,9 @@ pub(crate) async fn list(viewer: Viewer, State(state): State<ApiState>) -> Resul
                             td data-label="Zone" { (schedule.timezone) }
                             td data-label="Job" {
                                 (schedule.job_type) " on " (schedule.queue)
-                                @if let Some(tenant) = &schedule.tenant { " for " (tenant) }
+                                @if let Some(tenant) = &schedule.tenant {
+                                    br; span.muted { "for " (super::jobs::truncate(tenant, 40)) }
+                                }
                             }
                             td.nowrap data-label="Next fire times" {
                                 @let times = schedule.upcoming(UPCOMING).unwrap_or_default();
