@@ -4,6 +4,24 @@ use chrono::{DateTime, Utc};
 use jobwire_core::JobState;
 use maud::{Markup, html};
 
+/// `text` cut after `chars` characters, with `…` when it was cut.
+pub(crate) fn truncate(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+/// The line under a job's (or a schedule's) queue that names its tenant,
+/// cut to a length a table cell can hold; nothing without a tenant.
+pub(crate) fn for_tenant(tenant: Option<&str>) -> Markup {
+    html! {
+        @if let Some(tenant) = tenant {
+            br; span.muted { "for " (truncate(tenant, 40)) }
+        }
+    }
+}
+
 /// A count with thousands separators: 1,840.
 pub(crate) fn count(n: impl Into<i128>) -> String {
     let n: i128 = n.into();
@@ -87,6 +105,12 @@ pub(crate) fn dispatch_path(queue: &jobwire_core::QueueOverview) -> Markup {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_is_cut_on_characters() {
+        assert_eq!(truncate("héllo", 2), "hé…");
+        assert_eq!(truncate("hi", 5), "hi");
+    }
 
     #[test]
     fn counts_and_ages_read_as_a_person_writes_them() {

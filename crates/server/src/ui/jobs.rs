@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::error::UiError;
 use super::extract::{UiForm, UiJobId, UiQuery, given};
-use super::format::{count, maybe_time, state_badge, time};
+use super::format::{count, for_tenant, maybe_time, state_badge, time, truncate};
 use super::layout::{Section, notice, page};
 use super::session::{ActionForm, Viewer};
 use crate::api::ApiState;
@@ -148,9 +148,7 @@ pub(crate) async fn list(
                             td data-label="Type" { (job.job_type) }
                             td.queue data-label="Queue" {
                                 (job.queue)
-                                @if let Some(tenant) = &job.tenant {
-                                    br; span.muted { "for " (truncate(tenant, 40)) }
-                                }
+                                (for_tenant(job.tenant.as_deref()))
                             }
                             td data-label="State" { (state_badge(job.state)) }
                             td.num data-label="Attempts" { (job.attempt_count) " / " (job.max_attempts) }
@@ -182,13 +180,6 @@ pub(crate) async fn list(
         }
     };
     Ok(page("Jobs", Section::Jobs, Some(&viewer), body))
-}
-
-pub(super) fn truncate(text: &str, chars: usize) -> String {
-    match text.char_indices().nth(chars) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_owned(),
-    }
 }
 
 /// What the page was sent back with after an action.
@@ -424,12 +415,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn list_links_escape_their_filters_and_errors_truncate_on_characters() {
+    fn list_links_escape_their_filters() {
         assert_eq!(
             list_href(&[("type", "a&b c"), ("queue", "<q>")]),
             "/ui/jobs?type=a%26b+c&queue=%3Cq%3E"
         );
-        assert_eq!(truncate("héllo", 2), "hé…");
-        assert_eq!(truncate("hi", 5), "hi");
     }
 }

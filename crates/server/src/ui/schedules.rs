@@ -9,7 +9,7 @@ use maud::{Markup, html};
 
 use super::error::UiError;
 use super::extract::{UiForm, UiPath};
-use super::format::{maybe_time, path_segment, time};
+use super::format::{for_tenant, maybe_time, path_segment, time};
 use super::layout::{Section, page};
 use super::session::{ActionForm, Viewer};
 use crate::api::ApiState;
@@ -55,9 +55,7 @@ pub(crate) async fn list(viewer: Viewer, State(state): State<ApiState>) -> Resul
                             td data-label="Zone" { (schedule.timezone) }
                             td data-label="Job" {
                                 (schedule.job_type) " on " (schedule.queue)
-                                @if let Some(tenant) = &schedule.tenant {
-                                    br; span.muted { "for " (super::jobs::truncate(tenant, 40)) }
-                                }
+                                (for_tenant(schedule.tenant.as_deref()))
                             }
                             td.nowrap data-label="Next fire times" {
                                 @let times = schedule.upcoming(UPCOMING).unwrap_or_default();
