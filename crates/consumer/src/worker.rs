@@ -324,11 +324,12 @@ impl Worker {
             biased;
             () = shutdown.cancelled() => None,
             Some(ended) = fetchers.join_next() => match ended {
-                Err(err) if shutdown.is_cancelled() => {
-                    log_loop_panic(err);
+                ended if shutdown.is_cancelled() => {
+                    if let Err(err) = ended {
+                        log_loop_panic(err);
+                    }
                     None
                 }
-                _ if shutdown.is_cancelled() => None,
                 Ok(()) => Some("it returned".to_owned()),
                 Err(err) => Some(jobwire_loop::why_task_ended(err)),
             },
