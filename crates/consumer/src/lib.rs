@@ -14,6 +14,7 @@
 //!   reconciler, one file each, run together by [`maintenance::Maintenance`].
 #![warn(missing_docs)]
 
+mod background;
 mod broker_path;
 pub mod builtin;
 mod completer;

@@ -14,6 +14,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+use crate::background::{Breakdown, spawn_watched};
 use crate::completer::{
     AttemptMeta, CompleterConfig, Completion, PendingOutcome, PendingOutcomes, run_completer,
 };
@@ -120,10 +121,14 @@ struct Inner {
     /// Every job task, so shutdown can wait for the drain.
     jobs: TaskTracker,
     /// Cancelled when shutdown begins: a claimed-ahead job still waiting
-    /// for a slot is given back instead of started.
+    /// for a slot is given back instead of started. Also at a breakdown,
+    /// when no job starts at all.
     stop_starting: CancellationToken,
+    /// Set if the lease keeper or the completer ends before shutdown.
+    breakdown: Arc<Breakdown>,
     stats: Arc<WorkerStats>,
-    /// Background tasks and the tokens that stop them (in shutdown order).
+    /// Background tasks (their watchers) and the tokens that stop them (in
+    /// shutdown order).
     lease_keeper: Mutex<Option<(CancellationToken, JoinHandle<()>)>>,
     completer: Mutex<Option<(CancellationToken, JoinHandle<()>)>>,
     /// If the runtime is dropped without `shutdown`, its background tasks
@@ -161,32 +166,57 @@ impl JobRuntime {
         let worker_id: Arc<str> = Arc::from(config.worker_id.as_str());
         let leases = Arc::new(LeaseTable::default());
         let stop_all = CancellationToken::new();
+        let stop_starting = CancellationToken::new();
+        let breakdown = Arc::new(Breakdown::default());
+        // A background loop that ends early: start nothing more, and cancel
+        // what runs as at a shutdown's deadline (recorded as retries, so the
+        // leases are given back while the completer can still write).
+        let break_down = {
+            let leases = leases.clone();
+            let stop_starting = stop_starting.clone();
+            move || {
+                stop_starting.cancel();
+                leases.cancel_all(CancelReason::Shutdown);
+            }
+        };
 
         let keeper_stop = stop_all.child_token();
-        let keeper = tokio::spawn(run_lease_keeper(
-            pool.clone(),
-            worker_id.clone(),
-            leases.clone(),
-            config.lease,
-            stats.clone(),
+        let keeper = spawn_watched(
+            "lease keeper",
             keeper_stop.clone(),
-        ));
+            breakdown.clone(),
+            break_down.clone(),
+            run_lease_keeper(
+                pool.clone(),
+                worker_id.clone(),
+                leases.clone(),
+                config.lease,
+                stats.clone(),
+                keeper_stop.clone(),
+            ),
+        );
 
         let (outcomes, outcome_rx) = mpsc::channel(config.completion_batch_size * 4);
         let pending = PendingOutcomes::default();
         let completer_stop = stop_all.child_token();
-        let completer = tokio::spawn(run_completer(
-            CompleterConfig {
-                pool: pool.clone(),
-                owner: worker_id.clone(),
-                batch_size: config.completion_batch_size,
-                linger: config.completion_linger,
-                pending: pending.clone(),
-                stats: stats.clone(),
-            },
-            outcome_rx,
+        let completer = spawn_watched(
+            "completer",
             completer_stop.clone(),
-        ));
+            breakdown.clone(),
+            break_down,
+            run_completer(
+                CompleterConfig {
+                    pool: pool.clone(),
+                    owner: worker_id.clone(),
+                    batch_size: config.completion_batch_size,
+                    linger: config.completion_linger,
+                    pending: pending.clone(),
+                    stats: stats.clone(),
+                },
+                outcome_rx,
+                completer_stop.clone(),
+            ),
+        );
 
         JobRuntime {
             inner: Arc::new(Inner {
@@ -198,13 +228,22 @@ impl JobRuntime {
                 pending,
                 outcomes,
                 jobs: TaskTracker::new(),
-                stop_starting: CancellationToken::new(),
+                stop_starting,
+                breakdown,
                 stats,
                 lease_keeper: Mutex::new(Some((keeper_stop, keeper))),
                 completer: Mutex::new(Some((completer_stop, completer))),
                 _stop_on_drop: stop_all.drop_guard(),
             }),
         }
+    }
+
+    /// Wait until the runtime breaks down: its lease keeper or completer
+    /// ended before shutdown. Its running jobs are then already cancelled
+    /// and no new one starts; the caller should stop claiming and call
+    /// [`JobRuntime::shutdown`]. Returns why. Pending forever otherwise.
+    pub async fn broken_down(&self) -> String {
+        self.inner.breakdown.wait().await
     }
 
     /// The lease owner id.
@@ -297,11 +336,10 @@ impl JobRuntime {
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .take();
-            if let Some((stop, handle)) = taken {
+            if let Some((stop, watcher)) = taken {
                 stop.cancel();
-                if let Err(err) = handle.await {
-                    tracing::error!(error = %err, "background task failed");
-                }
+                // The watcher has logged how the loop ended.
+                let _ = watcher.await;
             }
         }
         inner.stats.report()
@@ -352,8 +390,15 @@ impl Inner {
             Instant::now() + self.config.lease,
         );
         // A claimed-ahead job waits for a handler slot, its lease renewed
-        // meanwhile; one that never gets one is given back unstarted.
+        // meanwhile; one that never gets one is given back unstarted. So is
+        // any job claimed after a breakdown (its lease would not be renewed).
         let turn = match &gate {
+            None if self.breakdown.happened() => {
+                self.leases.remove(lease.job_id);
+                self.report(lease, FinishOutcome::Returned, meta, pending)
+                    .await;
+                return;
+            }
             None => None,
             Some(gate) => {
                 let turn = if cancel.is_cancelled() || self.stop_starting.is_cancelled() {

@@ -124,6 +124,12 @@ pub enum WorkerError {
     /// without claiming: a supervisor restarts it, and the exit says why.
     #[error("a claim loop of the worker ended: {0}; the worker stopped")]
     ClaimLoopEnded(String),
+    /// The lease keeper or the completer ended before shutdown (a bug).
+    /// Without them no lease is renewed or no outcome written: the worker
+    /// cancelled its running jobs (given back as retries where the
+    /// completer could still write) and stopped.
+    #[error("a background loop of the worker ended: {0}; the worker stopped")]
+    BackgroundLoopEnded(String),
 }
 
 impl WorkerConfig {
@@ -323,6 +329,7 @@ impl Worker {
         let ended_early = tokio::select! {
             biased;
             () = shutdown.cancelled() => None,
+            why = runtime.broken_down() => Some(WorkerError::BackgroundLoopEnded(why)),
             Some(ended) = fetchers.join_next() => match ended {
                 ended if shutdown.is_cancelled() => {
                     if let Err(err) = ended {
@@ -330,15 +337,15 @@ impl Worker {
                     }
                     None
                 }
-                Ok(()) => Some("it returned".to_owned()),
-                Err(err) => Some(jobwire_loop::why_task_ended(err)),
+                Ok(()) => Some(WorkerError::ClaimLoopEnded("it returned".to_owned())),
+                Err(err) => Some(WorkerError::ClaimLoopEnded(jobwire_loop::why_task_ended(err))),
             },
         };
         match &ended_early {
             None => tracing::info!("shutting down: no more claims"),
             Some(why) => tracing::error!(
                 error = %why,
-                "a claim loop ended; stopping the worker (its running jobs are drained)"
+                "stopping the worker early (its running jobs are drained)"
             ),
         }
         stop_fetching.cancel();
@@ -352,7 +359,7 @@ impl Worker {
         tracing::info!("worker stopped: {}", jobwire_loop::nonzero_counts(&report));
         match ended_early {
             None => Ok(report),
-            Some(why) => Err(WorkerError::ClaimLoopEnded(why)),
+            Some(err) => Err(err),
         }
     }
 }

@@ -703,6 +703,70 @@ async fn a_worker_whose_claim_loop_dies_stops_with_the_reason(pool: PgPool) {
     );
 }
 
+/// A lease keeper that dies (here: a renewed lease whose expiry no client
+/// can decode) stops the worker with the reason. Its running job is
+/// cancelled and given back at once, due again: left running, it would
+/// outlive a lease nothing renews, and another worker could run it too.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_worker_whose_lease_keeper_dies_gives_its_jobs_back_and_stops(pool: PgPool) {
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let (reasons_tx, mut reasons) = mpsc::unbounded_channel();
+    let mut registry = HandlerRegistry::new();
+    registry.register("held", move |ctx: JobContext| {
+        let (started, reasons) = (started_tx.clone(), reasons_tx.clone());
+        async move {
+            started.send(ctx.job_id()).unwrap();
+            ctx.cancelled().await;
+            reasons.send(ctx.cancel_reason()).unwrap();
+            Err(JobError::cancelled())
+        }
+    });
+    let job_id = enqueue(&pool, NewJob::new("held", json!({})).with_queue("work")).await;
+    let run = tokio::spawn(
+        Worker::new(pool.clone(), registry, test_worker_config("work", 2))
+            .run(CancellationToken::new()),
+    );
+    let running = tokio::time::timeout(WAIT, started.recv()).await.unwrap();
+    assert_eq!(running, Some(job_id));
+    sqlx::raw_sql(
+        "CREATE FUNCTION renewed_past_any_clock() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF OLD.state = 'RUNNING' AND NEW.state = 'RUNNING'
+                AND NEW.lease_generation = OLD.lease_generation THEN
+                 NEW.lease_expires_at := 'infinity';
+             END IF;
+             RETURN NEW;
+         END $$;
+         CREATE TRIGGER renewed_past_any_clock BEFORE UPDATE ON jobs
+             FOR EACH ROW EXECUTE FUNCTION renewed_past_any_clock();",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    // No shutdown is ever asked for: only the keeper's end stops it.
+    let err = tokio::time::timeout(WAIT, run)
+        .await
+        .expect("the worker stops by itself")
+        .unwrap()
+        .unwrap_err();
+    let said = err.to_string();
+    assert!(
+        said.starts_with("a background loop of the worker ended: the lease keeper panicked: ")
+            && said.ends_with("; the worker stopped"),
+        "{said}"
+    );
+    assert_eq!(reasons.recv().await, Some(Some(CancelReason::Shutdown)));
+    let job = jobwire_core::job_status(&pool, job_id).await.unwrap();
+    assert_eq!(
+        job.state,
+        JobState::RetryWait,
+        "given back, not left to lapse"
+    );
+    assert_eq!(job.last_error_code.as_deref(), Some("WORKER_SHUTDOWN"));
+    assert!(job.lease_owner.is_none());
+    assert!(job.run_after <= chrono::Utc::now(), "due again at once");
+}
+
 /// The queue of the local-queue test, named only there: its metrics are
 /// read from the recorder every test of this binary shares.
 const AHEAD_QUEUE: &str = "claimed_ahead";
