@@ -253,6 +253,44 @@ async fn rust_and_sql_apply_the_same_rules(pool: PgPool) {
             Some("tenant"),
         ),
         (
+            "type with an escape sequence",
+            input("send\u{1b}[2J"),
+            Some("job_type"),
+        ),
+        (
+            "queue with a newline",
+            Input {
+                queue: "bulk\nurgent",
+                ..input("a")
+            },
+            Some("queue"),
+        ),
+        (
+            "tenant with a C1 control (next line)",
+            Input {
+                tenant: Some("acme\u{85}".into()),
+                ..input("a")
+            },
+            Some("tenant"),
+        ),
+        (
+            "tenant with a tab inside",
+            Input {
+                tenant: Some("acme\tcorp".into()),
+                ..input("a")
+            },
+            Some("tenant"),
+        ),
+        (
+            "names with spaces, accents and a no-break space",
+            Input {
+                queue: "bulk imports",
+                tenant: Some("Café\u{a0}Ünïcode GmbH".into()),
+                ..input("résumé parse")
+            },
+            None,
+        ),
+        (
             "tenant at the limit",
             Input {
                 tenant: Some("t".repeat(255)),
@@ -632,4 +670,37 @@ async fn a_job_id_already_taken_is_refused_by_name(pool: PgPool) {
         .await
         .unwrap();
     assert_eq!(seconds, 0);
+}
+
+/// A name with a control character is refused with the same words from
+/// Rust and from SQL, and nothing is written: a terminal printing the name
+/// would obey the sequence.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_name_with_a_control_character_is_refused_in_the_same_words(pool: PgPool) {
+    const REASON: &str = "must not hold control characters (a newline, a tab, an escape)";
+    let tenant = "acme\u{1b}]0;pwned\u{7}";
+    let from_rust = jobwire_core::enqueue(
+        &pool,
+        &NewJob::new("send_email", json!({})).with_tenant(tenant),
+    )
+    .await
+    .expect_err("a control character");
+    let from_sql = sqlx::query("SELECT jobwire_enqueue('send_email', tenant => $1)")
+        .bind(tenant)
+        .execute(&pool)
+        .await
+        .expect_err("a control character");
+    for err in [from_rust, Error::from(from_sql)] {
+        match err {
+            Error::InvalidJob { field, reason } => {
+                assert_eq!((field, reason.as_str()), ("tenant", REASON));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(jobs, 0);
 }

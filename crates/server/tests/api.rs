@@ -1201,6 +1201,16 @@ async fn tenant_caps_over_http(pool: PgPool) {
             json!({"maxRunning": 3}),
             "INVALID_FIELD",
         ),
+        (
+            "/queues/imports/tenants/acme%1B%5B2J",
+            json!({"maxRunning": 3}),
+            "INVALID_FIELD",
+        ),
+        (
+            "/queues/imp%0Aorts/tenant-cap",
+            json!({"maxRunning": 3}),
+            "INVALID_QUEUE",
+        ),
     ] {
         let (status, body) = parts(put(path, &api.admin, body).await.unwrap()).await;
         assert_eq!((status, error_code(&body)), (400, code), "{path}: {body}");

@@ -197,6 +197,21 @@ async fn bad_input_gets_a_4xx_naming_the_problem_and_writes_nothing(pool: PgPool
             "runAt",
             json!({"type": "a", "runAt": "10000-01-01T00:00:00Z"}),
         ),
+        invalid(
+            "type with an escape sequence",
+            "type",
+            json!({"type": "a\u{1b}[2J"}),
+        ),
+        invalid(
+            "queue with a newline",
+            "queue",
+            json!({"type": "a", "queue": "bulk\nurgent"}),
+        ),
+        invalid(
+            "tenant with a bell",
+            "tenant",
+            json!({"type": "a", "tenant": "acme\u{7}"}),
+        ),
         invalid("empty queue", "queue", json!({"type": "a", "queue": ""})),
         invalid(
             "empty idempotencyKey",
@@ -208,7 +223,8 @@ async fn bad_input_gets_a_4xx_naming_the_problem_and_writes_nothing(pool: PgPool
             "idempotencyKey",
             json!({"type": "a", "idempotencyKey": "k".repeat(2000)}),
         ),
-        case("NUL in the type", 400, "INVALID_INPUT").json(json!({"type": "a\u{0}b"})),
+        // A control character: refused by name before the database sees it.
+        invalid("NUL in the type", "type", json!({"type": "a\u{0}b"})),
         case("NUL in the payload", 400, "INVALID_INPUT")
             .json(json!({"type": "a", "payload": {"x": "\u{0}"}})),
         case("NUL in a filter", 400, "INVALID_INPUT")

@@ -32,12 +32,17 @@ const DEDUP_RESOLVE_ROUNDS: usize = 3;
 pub struct Enqueuer;
 
 /// What is wrong with a job type, queue or tenant name, if anything: blank,
-/// or longer than 255 bytes (the SQL enqueue's rule too).
+/// longer than 255 bytes, or holding a control character (the SQL
+/// enqueue's rules too).
 pub(crate) fn name_problem(value: &str) -> Option<String> {
     if value.trim().is_empty() {
         Some("must not be empty".into())
     } else if value.len() > MAX_NAME_LEN {
         Some(format!("longer than {MAX_NAME_LEN} bytes"))
+    } else if value.chars().any(char::is_control) {
+        // A name is printed where terminals obey escape sequences, and
+        // listed one to a line (migration 20261206000009 says the same).
+        Some("must not hold control characters (a newline, a tab, an escape)".into())
     } else {
         None
     }

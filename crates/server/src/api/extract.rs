@@ -255,13 +255,14 @@ impl<S: Send + Sync> FromRequestParts<S> for JobIdPath {
     }
 }
 
-/// A queue name as a path names it: 1 to 255 bytes, not only blanks (the
-/// API's and the dashboard's pause and resume both check it).
+/// A queue name as a path names it: 1 to 255 bytes, not only blanks, no
+/// control characters (the enqueue's rules; the API's and the dashboard's
+/// pause and resume both check it).
 pub(crate) fn check_queue_name(name: &str) -> Result<(), ApiError> {
-    if name.trim().is_empty() || name.len() > 255 {
+    if name.trim().is_empty() || name.len() > 255 || name.chars().any(char::is_control) {
         return Err(ApiError::bad_request(
             "INVALID_QUEUE",
-            "A queue name is 1 to 255 bytes.",
+            "A queue name is 1 to 255 bytes, not blank, with no control characters.",
         ));
     }
     Ok(())
@@ -294,8 +295,12 @@ impl<S: Send + Sync> FromRequestParts<S> for TenantPath {
             .await
             .map_err(|rejection| ApiError::bad_request("INVALID_PATH", rejection.body_text()))?;
         check_queue_name(&queue)?;
-        jobwire_core::validate_tenant(&tenant)
-            .map_err(|_| ApiError::invalid_field("tenant", "must be 1 to 255 bytes, not blank"))?;
+        jobwire_core::validate_tenant(&tenant).map_err(|_| {
+            ApiError::invalid_field(
+                "tenant",
+                "must be 1 to 255 bytes, not blank, with no control characters",
+            )
+        })?;
         Ok(TenantPath(queue, tenant))
     }
 }

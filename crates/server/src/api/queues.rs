@@ -127,7 +127,7 @@ async fn set_paused(
     params(("name" = String, Path, description = "The queue")),
     responses(
         (status = 200, description = "OK", body = QueuePaused),
-        (status = 400, description = "INVALID_QUEUE: the name is blank or over 255 bytes", body = ErrorEnvelope),
+        (status = 400, description = "INVALID_QUEUE: the name is blank, over 255 bytes or holds a control character", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
     ),
     security(("bearer" = ["admin"]))
@@ -148,7 +148,7 @@ pub(crate) async fn pause_queue(
     params(("name" = String, Path, description = "The queue")),
     responses(
         (status = 200, description = "OK", body = QueuePaused),
-        (status = 400, description = "INVALID_QUEUE: the name is blank or over 255 bytes", body = ErrorEnvelope),
+        (status = 400, description = "INVALID_QUEUE: the name is blank, over 255 bytes or holds a control character", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
     ),
     security(("bearer" = ["admin"]))
