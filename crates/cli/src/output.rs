@@ -4,6 +4,7 @@
 //! command ends as it would have (its exit status, flushing its traces), as
 //! a shell pipeline expects. Output lost any other way fails the command.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -67,5 +68,47 @@ fn note(err: &io::Error) {
     } else {
         WRITE_FAILED.store(true, Ordering::Relaxed);
         eprintln!("jobwire: cannot write to standard output: {err}");
+    }
+}
+
+/// Text from the database (a name, an error a handler returned) as a
+/// terminal should see it: each control character written as an escape
+/// (`\u{1b}`, `\n`), so that the text cannot drive the terminal (clear it,
+/// retitle it, rewrite the lines above) nor break a listing's lines. Names
+/// with them are refused since migration 20261206000009; older rows, rows
+/// written by hand and error texts can still hold them.
+pub(crate) fn visible(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut shown = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            shown.extend(c.escape_default());
+        } else {
+            shown.push(c);
+        }
+    }
+    Cow::Owned(shown)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_shown_as_escapes() {
+        assert!(matches!(visible("acme Café"), Cow::Borrowed("acme Café")));
+        assert_eq!(
+            visible("acme\u{1b}]0;owned\u{7}"),
+            "acme\\u{1b}]0;owned\\u{7}"
+        );
+        assert_eq!(
+            visible("line one\nline two\tend"),
+            "line one\\nline two\\tend"
+        );
+        assert_eq!(visible("next\u{85}line"), "next\\u{85}line");
+        // Padding still applies, as for any text.
+        assert_eq!(format!("[{:<8}]", visible("a\u{7}")), "[a\\u{7}  ]");
     }
 }

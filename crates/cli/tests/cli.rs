@@ -880,6 +880,52 @@ async fn status_says_a_lease_has_expired_and_waits_for_the_sweeper() {
     db.drop_database().await;
 }
 
+/// Text from jobs reaches the operator's terminal with its control
+/// characters escaped: a handler's error (an upstream's response, say) or
+/// a name stored before such names were refused cannot retitle, clear or
+/// rewrite the terminal, nor break a listing's lines.
+#[tokio::test]
+async fn text_from_jobs_cannot_drive_the_terminal() {
+    let (db, pool) = migrated_database().await;
+    // Written as a row: the enqueue refuses such names now.
+    let job_id: Uuid = sqlx::query_scalar(
+        "INSERT INTO jobs (job_id, queue, job_type, tenant, state, attempt_count, finished_at,
+                           last_error_code, last_error)
+         VALUES (jobwire_uuidv7(), E'imports\\x1b[2J', E'parse\\x07', E'acme\\x1b]0;owned\\x07',
+                 'FAILED', 1, now(), E'HTTP\\x1b[31m500', E'upstream said:\\n\\x1b[1Aall is well')
+         RETURNING job_id",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let shown = [
+        stdout(&jobwire(&db.url, &["status", &job_id.to_string()])),
+        stdout(&jobwire(&db.url, &["dead-letters"])),
+        stdout(&jobwire(&db.url, &["queue", "list"])),
+    ];
+    for text in &shown {
+        assert!(
+            !text.contains(['\u{1b}', '\u{7}']),
+            "a raw control character in:\n{text:?}"
+        );
+    }
+    let [status, dead_letters, queues] = &shown;
+    assert_says(
+        status,
+        r"type       parse\u{7} (queue imports\u{1b}[2J, priority 0)",
+    );
+    assert_says(status, r"tenant     acme\u{1b}]0;owned\u{7}");
+    assert_says(
+        status,
+        r"last error HTTP\u{1b}[31m500: upstream said:\n\u{1b}[1Aall is well",
+    );
+    assert_says(dead_letters, r"parse\u{7}");
+    assert_says(dead_letters, r"HTTP\u{1b}[31m500");
+    assert_says(queues, r"imports\u{1b}[2J");
+    pool.close().await;
+    db.drop_database().await;
+}
+
 #[tokio::test]
 async fn dead_letters_are_listed_and_replayed_from_the_command_line() {
     let (db, pool) = migrated_database().await;

@@ -1,5 +1,6 @@
 //! `jobwire dead-letters`: listing FAILED jobs grouped by type and error code.
 
+use crate::output::visible;
 use anyhow::Result;
 use sqlx::PgPool;
 
@@ -29,8 +30,8 @@ pub(crate) async fn dead_letters(pool: &PgPool, json: bool) -> Result<()> {
         outln!(
             "{:>7}  {:<24} {:<24} {:<20} {}",
             group.jobs,
-            group.job_type,
-            group.last_error_code.as_deref().unwrap_or("-"),
+            visible(&group.job_type),
+            visible(group.last_error_code.as_deref().unwrap_or("-")),
             at(group.first_failed_at),
             at(group.last_failed_at),
         );

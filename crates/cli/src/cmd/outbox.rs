@@ -1,6 +1,7 @@
 //! `jobwire outbox`: the outbox's dead letters (rows the relay moved to
 //! `job_outbox_dead` after bounded attempts), listed and moved back.
 
+use crate::output::visible;
 use anyhow::{Result, bail};
 use jobwire_core::OutboxReplayFilter;
 use sqlx::PgPool;
@@ -72,13 +73,13 @@ async fn dead_letters(pool: &PgPool, json: bool) -> Result<()> {
         outln!(
             "{:>7}  {:<32} {:<20} {:<20} {}",
             group.count,
-            group.topic,
+            visible(&group.topic),
             group.first_failed_at.format(TIME_FORMAT).to_string(),
             group.last_failed_at.format(TIME_FORMAT).to_string(),
             if group.last_error.is_empty() {
-                "-"
+                "-".into()
             } else {
-                &group.last_error
+                visible(&group.last_error)
             }
         );
     }

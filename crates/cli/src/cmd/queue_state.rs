@@ -2,6 +2,7 @@
 //! and stopping or restarting a queue's claims from the command line, for an
 //! operator without an API server or a token at hand.
 
+use crate::output::visible;
 use anyhow::Result;
 use sqlx::PgPool;
 
@@ -30,7 +31,7 @@ pub(crate) async fn list(pool: &PgPool, json: bool) -> Result<()> {
     for queue in queues {
         outln!(
             "{:<24} {:<9} {:<6} {:>8} {:>8} {:>8} {:>8}  {}",
-            queue.queue,
+            visible(&queue.queue),
             queue.dispatch,
             if queue.paused { "yes" } else { "no" },
             queue.queued,

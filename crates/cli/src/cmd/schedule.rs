@@ -1,6 +1,7 @@
 //! `jobwire schedule`: recurring schedules, created, listed, paused,
 //! resumed and removed. The schedulers inside `jobwire worker` / `run` fire them.
 
+use crate::output::visible;
 use anyhow::{Context, Result, bail};
 use chrono::{DateTime, Utc};
 use jobwire_core::{MissedRuns, Schedule, ScheduleSpec};
@@ -168,19 +169,19 @@ fn print_schedule(schedule: &Schedule, now: DateTime<Utc>) -> Result<()> {
     let zone: chrono_tz::Tz = schedule.timezone.parse().unwrap_or(chrono_tz::UTC);
     outln!(
         "{}  {}  ({}){}",
-        schedule.name,
-        schedule.cron,
-        schedule.timezone,
+        visible(&schedule.name),
+        visible(&schedule.cron),
+        visible(&schedule.timezone),
         if schedule.paused { "  PAUSED" } else { "" }
     );
     outln!(
         "  job        {} on queue {}{} (priority {}, {} attempts), payload {}",
-        schedule.job_type,
-        schedule.queue,
+        visible(&schedule.job_type),
+        visible(&schedule.queue),
         schedule
             .tenant
             .as_deref()
-            .map(|tenant| format!(" for tenant {tenant}"))
+            .map(|tenant| format!(" for tenant {}", visible(tenant)))
             .unwrap_or_default(),
         schedule.priority,
         schedule.max_attempts,
@@ -206,9 +207,10 @@ fn print_schedule(schedule: &Schedule, now: DateTime<Utc>) -> Result<()> {
     }
     if let Some(problem) = schedule.problem() {
         outln!(
-            "  PROBLEM    {problem}; it never fires (the scheduler pauses it when it comes due): \
+            "  PROBLEM    {}; it never fires (the scheduler pauses it when it comes due): \
              replace it with `jobwire schedule put {}`",
-            schedule.name
+            visible(&problem),
+            visible(&schedule.name)
         );
     }
     for (i, at) in schedule

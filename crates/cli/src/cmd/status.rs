@@ -1,5 +1,6 @@
 //! `jobwire status`: showing one job, as text or JSON.
 
+use crate::output::visible;
 use anyhow::Result;
 use chrono::{DateTime, Utc};
 use jobwire_core::JobStatus;
@@ -24,12 +25,12 @@ fn print_status(status: &JobStatus, now: DateTime<Utc>) {
     outln!("job        {}", status.job_id);
     outln!(
         "type       {} (queue {}, priority {})",
-        status.job_type,
-        status.queue,
+        visible(&status.job_type),
+        visible(&status.queue),
         status.priority
     );
     if let Some(tenant) = &status.tenant {
-        outln!("tenant     {tenant}");
+        outln!("tenant     {}", visible(tenant));
     }
     outln!(
         "state      {}{}",
@@ -55,7 +56,8 @@ fn print_status(status: &JobStatus, now: DateTime<Utc>) {
             _ => String::new(),
         };
         outln!(
-            "lease      {owner}, generation {}, expires {}{lapsed}",
+            "lease      {}, generation {}, expires {}{lapsed}",
+            visible(owner),
             status.lease_generation,
             time(status.lease_expires_at)
         );
@@ -63,12 +65,17 @@ fn print_status(status: &JobStatus, now: DateTime<Utc>) {
     }
     if let Some(code) = &status.last_error_code {
         outln!(
-            "last error {code}: {}",
-            status.last_error.as_deref().unwrap_or("")
+            "last error {}: {}",
+            visible(code),
+            visible(status.last_error.as_deref().unwrap_or(""))
         );
     }
     if let (Some(schedule), Some(nominal)) = (&status.schedule_name, status.scheduled_for) {
-        outln!("schedule   {schedule}, occurrence {}", nominal.to_rfc3339());
+        outln!(
+            "schedule   {}, occurrence {}",
+            visible(schedule),
+            nominal.to_rfc3339()
+        );
     }
     outln!("created    {}", status.created_at.to_rfc3339());
     outln!("finished   {}", time(status.finished_at));

@@ -2,6 +2,7 @@
 //! run at once, how many may wait, how fast it may enqueue
 //! (docs/tenants.md).
 
+use crate::output::visible;
 use anyhow::{Result, bail};
 use jobwire_core::{EnqueueRate, MAX_LIMIT, TenantLimits};
 use sqlx::PgPool;
@@ -219,7 +220,7 @@ pub(crate) async fn tenant(pool: &PgPool, command: TenantCommand) -> Result<()> 
             for tenant in caps.tenants {
                 outln!(
                     "{:<32} {:>8} {:>8} {:>8}  {}",
-                    tenant.tenant,
+                    visible(&tenant.tenant),
                     show(tenant.max_running),
                     tenant.running,
                     tenant.waiting,

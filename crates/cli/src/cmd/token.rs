@@ -1,5 +1,6 @@
 //! `jobwire token`: create, list and revoke the HTTP API's bearer tokens.
 
+use crate::output::visible;
 use anyhow::{Result, bail};
 use jobwire_core::Scope;
 use sqlx::PgPool;
@@ -66,7 +67,7 @@ pub(crate) async fn token(pool: &PgPool, command: TokenCommand) -> Result<()> {
                 };
                 outln!(
                     "{:<24} {:<6} {}  created {}  {status}{bound}",
-                    token.name,
+                    visible(&token.name),
                     token.scope,
                     token.token_id,
                     token.created_at.to_rfc3339()
