@@ -35,6 +35,11 @@ impl Breakdown {
         self.happened.is_cancelled()
     }
 
+    /// Why the runtime broke down, if it did.
+    pub(crate) fn reason(&self) -> Option<String> {
+        self.reason.get().cloned()
+    }
+
     /// Wait until a background loop ends early; returns why.
     pub(crate) async fn wait(&self) -> String {
         self.happened.cancelled().await;
@@ -73,8 +78,10 @@ where
         };
         tracing::error!(task = name, error = %why,
             "a background loop ended; cancelling running jobs and stopping the worker");
-        on_breakdown();
+        // Recorded first: a job that adds its lease after `on_breakdown`
+        // has cancelled the others then sees the breakdown and starts not.
         breakdown.record(format!("the {name} {why}"));
+        on_breakdown();
     })
 }
 

@@ -109,6 +109,11 @@ enum HandlerEnd {
 }
 
 struct Inner {
+    /// If the runtime is dropped without `shutdown`, its background tasks
+    /// still stop. First, so that it is dropped first: the completer must
+    /// see its stop before it sees the outcome channel close, or it would
+    /// take the close for an early end.
+    _stop_on_drop: DropGuard,
     pool: PgPool,
     worker_id: Arc<str>,
     config: RuntimeConfig,
@@ -131,9 +136,6 @@ struct Inner {
     /// shutdown order).
     lease_keeper: Mutex<Option<(CancellationToken, JoinHandle<()>)>>,
     completer: Mutex<Option<(CancellationToken, JoinHandle<()>)>>,
-    /// If the runtime is dropped without `shutdown`, its background tasks
-    /// still stop.
-    _stop_on_drop: DropGuard,
 }
 
 /// Runs claimed jobs: each in its own task with a [`JobContext`], renewed by
@@ -220,6 +222,7 @@ impl JobRuntime {
 
         JobRuntime {
             inner: Arc::new(Inner {
+                _stop_on_drop: stop_all.drop_guard(),
                 pool,
                 worker_id,
                 config,
@@ -233,7 +236,6 @@ impl JobRuntime {
                 stats,
                 lease_keeper: Mutex::new(Some((keeper_stop, keeper))),
                 completer: Mutex::new(Some((completer_stop, completer))),
-                _stop_on_drop: stop_all.drop_guard(),
             }),
         }
     }
@@ -244,6 +246,12 @@ impl JobRuntime {
     /// [`JobRuntime::shutdown`]. Returns why. Pending forever otherwise.
     pub async fn broken_down(&self) -> String {
         self.inner.breakdown.wait().await
+    }
+
+    /// Why the runtime broke down, if it did (also during a shutdown's
+    /// drain, after [`JobRuntime::broken_down`] was last watched).
+    pub fn breakdown(&self) -> Option<String> {
+        self.inner.breakdown.reason()
     }
 
     /// The lease owner id.

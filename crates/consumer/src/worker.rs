@@ -343,10 +343,7 @@ impl Worker {
         };
         match &ended_early {
             None => tracing::info!("shutting down: no more claims"),
-            Some(why) => tracing::error!(
-                error = %why,
-                "stopping the worker early (its running jobs are drained)"
-            ),
+            Some(why) => tracing::error!(error = %why, "stopping the worker early"),
         }
         stop_fetching.cancel();
         while let Some(ended) = fetchers.join_next().await {
@@ -355,7 +352,12 @@ impl Worker {
             }
         }
         tracing::info!(running = runtime.in_flight(), "draining running jobs");
+        // Kept to ask, once stopped, whether the runtime broke down while
+        // it drained (its loops run until the drain is over).
+        let watched = runtime.clone();
         let report = runtime.shutdown(config.shutdown_timeout).await;
+        let ended_early =
+            ended_early.or_else(|| watched.breakdown().map(WorkerError::BackgroundLoopEnded));
         tracing::info!("worker stopped: {}", jobwire_loop::nonzero_counts(&report));
         match ended_early {
             None => Ok(report),

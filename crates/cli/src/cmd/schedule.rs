@@ -185,7 +185,7 @@ fn print_schedule(schedule: &Schedule, now: DateTime<Utc>) -> Result<()> {
             .unwrap_or_default(),
         schedule.priority,
         schedule.max_attempts,
-        schedule.payload
+        visible(&schedule.payload.to_string())
     );
     outln!(
         "  jitter     {} s; missed runs: {} (catch-up cap {})",

@@ -79,5 +79,6 @@ fn print_status(status: &JobStatus, now: DateTime<Utc>) {
     }
     outln!("created    {}", status.created_at.to_rfc3339());
     outln!("finished   {}", time(status.finished_at));
-    outln!("payload    {}", status.payload);
+    // JSON escapes the C0 controls but not DEL or C1 (U+009B is a CSI).
+    outln!("payload    {}", visible(&status.payload.to_string()));
 }

@@ -14,11 +14,13 @@ use crate::{Dispatch, Result};
 /// at once for due jobs (those of a capped tenant as its free slots allow;
 /// none while the queue is paused, whose resume wakes them), at `run_after`
 /// for the rest. Declaring a broker queue again as it was writes nothing.
+/// The queue's name is checked as the enqueue checks it.
 pub async fn set_queue_dispatch<'c, E: PgExecutor<'c>>(
     executor: E,
     queue: &str,
     dispatch: &Dispatch,
 ) -> Result<()> {
+    argument("queue", queue)?;
     let (kind, topic) = match dispatch {
         Dispatch::Postgres => ("postgres", None),
         Dispatch::Broker { topic } => ("broker", Some(topic.as_str())),
@@ -35,7 +37,7 @@ pub async fn set_queue_dispatch<'c, E: PgExecutor<'c>>(
 /// Pause (no claims, on either path) or resume a queue. Enqueue keeps
 /// working while paused. Resuming wakes the queue's waiting jobs in the same
 /// statement (see [`resume_queue`]). A queue name is checked as the enqueue
-/// checks it: not blank, at most 255 bytes.
+/// checks it: not blank, at most 255 bytes, no control characters.
 pub async fn set_queue_paused<'c, E: PgExecutor<'c>>(
     executor: E,
     queue: &str,
