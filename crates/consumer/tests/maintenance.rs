@@ -1,12 +1,13 @@
 //! The maintenance loops refuse settings that cannot work, naming the
 //! setting, before anything runs; so does a node given them. The
-//! reconciler sweeps idle tenants' slot rows as it starts.
+//! reconciler sweeps idle tenants' slot rows as it starts. A loop that
+//! dies stops its node.
 
 use std::time::Duration;
 
 use jobwire_consumer::maintenance::{
-    MaintenanceConfig, Reconciler, ReconcilerConfig, Retention, RetentionConfig, Sweeper,
-    SweeperConfig,
+    MaintenanceConfig, Reconciler, ReconcilerConfig, Retention, RetentionConfig, SchedulerConfig,
+    Sweeper, SweeperConfig,
 };
 use jobwire_core::NewJob;
 use jobwire_server::{Node, NodeError};
@@ -192,4 +193,37 @@ async fn a_reconciler_forgets_idle_tenants_slot_rows_in_its_first_pass(pool: PgP
     shutdown.cancel();
     running.await.unwrap();
     forgotten.expect("the idle tenant's slot rows are still there");
+}
+
+/// A maintenance loop that dies (here: the scheduler, on a schedule row
+/// written by hand with a due time no client can decode) stops its node
+/// with the reason. Before, the process stayed up and looked healthy while
+/// no schedule fired again (or, had it been the sweeper, no crashed
+/// worker's job was ever returned).
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_node_whose_maintenance_loop_dies_stops_with_the_reason(pool: PgPool) {
+    sqlx::query(
+        "INSERT INTO job_schedules (name, cron, timezone, job_type, next_run_at)
+         VALUES ('hand-written', '* * * * *', 'UTC', 'noop', '-infinity')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let node = Node::new(pool.clone()).with_maintenance(MaintenanceConfig {
+        sweeper: Some(SweeperConfig::default()),
+        retention: None,
+        reconciler: None,
+        scheduler: Some(SchedulerConfig::default()),
+    });
+    // No shutdown is ever asked for: only the loop's end stops it.
+    let err = tokio::time::timeout(Duration::from_secs(30), node.run(CancellationToken::new()))
+        .await
+        .expect("the node stops by itself")
+        .unwrap_err();
+    let said = err.to_string();
+    assert!(
+        said.starts_with("a maintenance loop ended: panicked: ")
+            && said.ends_with("; maintenance stopped"),
+        "{said}"
+    );
 }

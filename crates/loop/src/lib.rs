@@ -19,7 +19,9 @@
 //!   notifications may have been lost;
 //! - [`Outage`]: failures in a row, so that a loop can say when they ended;
 //! - [`storable_text`]: text from elsewhere as PostgreSQL can keep it;
-//! - [`why_task_ended`]: a spawned task's panic as text;
+//! - [`why_task_ended`]: a spawned task's panic as text; [`join_loops`]:
+//!   loops that must not end before shutdown, joined, the first early end
+//!   stopping the rest;
 //! - [`InvalidSetting`]: the typed error every `Config::validate` returns;
 //! - [`nonzero_counts`]: a loop's counters that moved, for its stop line.
 //!
@@ -50,5 +52,5 @@ pub use pause::Pause;
 pub use setting::InvalidSetting;
 pub use sleep::{Wait, sleep, sleep_or_notified};
 pub use storable::{MAX_ERROR_TEXT_BYTES, storable_text};
-pub use task_end::why_task_ended;
+pub use task_end::{join_loops, why_task_ended};
 pub use wake::Wake;

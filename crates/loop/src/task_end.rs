@@ -1,6 +1,8 @@
-//! Why a spawned task ended, as text for a log line or an error.
+//! Why a spawned task ended, as text for a log line or an error; and
+//! loops that must not end before shutdown, joined.
 
-use tokio::task::JoinError;
+use tokio::task::{JoinError, JoinSet};
+use tokio_util::sync::CancellationToken;
 
 /// What a task that did not return said: its panic's message (the text
 /// given to `panic!`, or "a panic without a message"), or that it was
@@ -21,9 +23,95 @@ pub fn why_task_ended(err: JoinError) -> String {
         .unwrap_or_else(|| "panicked: a panic without a message".to_owned())
 }
 
+/// Wait for every loop in `loops`. They end only when told to: `stop`, a
+/// child of `shutdown` that they watch. One that ends before `shutdown` (a
+/// panic, a bug) would leave the process up, ready by its health checks,
+/// without that loop: it is logged at ERROR as a loop of `part`, `stop` is
+/// cancelled so that the rest end too, and its reason is returned once all
+/// have ended (`None` after a normal shutdown). As `stop` is a child of
+/// `shutdown`, a loop that ends because of a shutdown finds `shutdown`
+/// already cancelled, so it is never taken for an early end. A panic while
+/// stopping is logged and nothing more.
+pub async fn join_loops(
+    loops: &mut JoinSet<()>,
+    part: &'static str,
+    shutdown: &CancellationToken,
+    stop: &CancellationToken,
+) -> Option<String> {
+    let mut early: Option<String> = None;
+    while let Some(ended) = loops.join_next().await {
+        if shutdown.is_cancelled() || early.is_some() {
+            if let Err(err) = ended {
+                tracing::error!(part, error = %why_task_ended(err), "a loop ended while stopping");
+            }
+            continue;
+        }
+        let why = match ended {
+            Ok(()) => "returned".to_owned(),
+            Err(err) => why_task_ended(err),
+        };
+        tracing::error!(part, error = %why, "a loop ended before shutdown; stopping the rest");
+        stop.cancel();
+        early = Some(why);
+    }
+    early
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A loop as the callers write them: it ends when `stop` is cancelled.
+    async fn until(stop: CancellationToken) {
+        stop.cancelled().await;
+    }
+
+    #[tokio::test]
+    async fn a_loop_that_dies_stops_the_rest_and_says_why() {
+        let shutdown = CancellationToken::new();
+        let stop = shutdown.child_token();
+        let mut loops = JoinSet::new();
+        loops.spawn(until(stop.clone()));
+        loops.spawn(until(stop.clone()));
+        loops.spawn(async { panic!("decoded a row it could not hold") });
+        let early = join_loops(&mut loops, "relay", &shutdown, &stop).await;
+        assert_eq!(
+            early.as_deref(),
+            Some("panicked: decoded a row it could not hold")
+        );
+        assert!(stop.is_cancelled() && !shutdown.is_cancelled());
+
+        let shutdown = CancellationToken::new();
+        let stop = shutdown.child_token();
+        let mut loops = JoinSet::new();
+        loops.spawn(until(stop.clone()));
+        loops.spawn(async {});
+        let early = join_loops(&mut loops, "maintenance", &shutdown, &stop).await;
+        assert_eq!(early.as_deref(), Some("returned"));
+    }
+
+    #[tokio::test]
+    async fn loops_that_end_at_shutdown_are_no_early_end() {
+        let shutdown = CancellationToken::new();
+        let stop = shutdown.child_token();
+        let mut loops = JoinSet::new();
+        for _ in 0..3 {
+            loops.spawn(until(stop.clone()));
+        }
+        // One that panics as it stops: logged, not an early end.
+        let stopping = stop.clone();
+        loops.spawn(async move {
+            stopping.cancelled().await;
+            panic!("while flushing");
+        });
+        let joined = tokio::spawn({
+            let (shutdown, stop) = (shutdown.clone(), stop.clone());
+            async move { join_loops(&mut loops, "maintenance", &shutdown, &stop).await }
+        });
+        tokio::task::yield_now().await;
+        shutdown.cancel();
+        assert_eq!(joined.await.unwrap(), None);
+    }
 
     #[tokio::test]
     async fn a_panics_message_is_kept() {

@@ -10,4 +10,8 @@ pub enum RelayError {
     /// The database failed (the pass is retried after a pause).
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    /// A drain loop (or the LISTEN or shard loop) ended before shutdown: a
+    /// bug. The relay stopped rather than stay up publishing nothing.
+    #[error("a relay loop ended: {0}; the relay stopped")]
+    LoopEnded(String),
 }

@@ -75,16 +75,15 @@ impl Relay {
         self.config.validate()?;
         let relay = Arc::new(self);
         let wake = Arc::new(Wake::new());
+        // The loops stop on a child of `shutdown`, which also stops them
+        // all when one ends early.
+        let stop = shutdown.child_token();
         let mut tasks = JoinSet::new();
-        tasks.spawn(listen(relay.pool.clone(), wake.clone(), shutdown.clone()));
+        tasks.spawn(listen(relay.pool.clone(), wake.clone(), stop.clone()));
         match relay.config.ordering {
             KeyOrdering::Unordered => {
                 for _ in 0..relay.config.concurrency {
-                    tasks.spawn(
-                        relay
-                            .clone()
-                            .drain_loop(wake.clone(), shutdown.clone(), None),
-                    );
+                    tasks.spawn(relay.clone().drain_loop(wake.clone(), stop.clone(), None));
                 }
             }
             KeyOrdering::PerKey { shards } => {
@@ -93,12 +92,12 @@ impl Relay {
                     relay.pool.clone(),
                     shards,
                     held.clone(),
-                    shutdown.clone(),
+                    stop.clone(),
                 ));
                 tasks.spawn(
                     relay
                         .clone()
-                        .drain_loop(wake.clone(), shutdown.clone(), Some(held)),
+                        .drain_loop(wake.clone(), stop.clone(), Some(held)),
                 );
             }
         }
@@ -116,12 +115,15 @@ impl Relay {
         // password would go unreported until the first row.
         tokio::spawn(report_broker_reachability(
             relay.transport.clone(),
-            shutdown.clone(),
+            stop.clone(),
         ));
-        while tasks.join_next().await.is_some() {}
+        let early = jobwire_loop::join_loops(&mut tasks, "relay", &shutdown, &stop).await;
         let report = relay.stats.report();
         tracing::info!("relay stopped: {}", jobwire_loop::nonzero_counts(&report));
-        Ok(report)
+        match early {
+            None => Ok(report),
+            Some(why) => Err(RelayError::LoopEnded(why)),
+        }
     }
 
     async fn drain_loop(

@@ -539,6 +539,65 @@ impl Transport for Hanging {
     }
 }
 
+/// A broker client with a bug: every publish panics.
+struct Panicking;
+
+#[async_trait::async_trait]
+impl Transport for Panicking {
+    fn name(&self) -> &'static str {
+        "panicking"
+    }
+
+    fn capabilities(&self) -> jobwire_transport::Capabilities {
+        MemoryTransport::default().capabilities()
+    }
+
+    async fn publish(
+        &self,
+        _batch: &[jobwire_transport::Envelope],
+    ) -> Vec<Result<(), jobwire_transport::PublishError>> {
+        panic!("the broker client lost its mind")
+    }
+
+    async fn subscribe(
+        &self,
+        _topic: &str,
+        _options: &SubscribeOptions,
+    ) -> Result<Box<dyn jobwire_transport::Subscriber>, jobwire_transport::TransportError> {
+        Err(jobwire_transport::TransportError::Refused(
+            "panicking".into(),
+        ))
+    }
+
+    async fn close(&self) -> Result<(), jobwire_transport::TransportError> {
+        Ok(())
+    }
+}
+
+/// A drain loop that dies (here: a publish that panics) stops the relay
+/// and its node with the reason, instead of a process that looks healthy
+/// and publishes nothing more; the rows it had taken stay in the outbox
+/// for the relay that replaces it.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_relay_whose_drain_loop_dies_stops_its_node_with_the_reason(pool: PgPool) {
+    write_outbox_rows(&pool, "doomed", 20, 1).await.unwrap();
+    let node = Node::new(pool.clone()).with_relay(Relay::new(
+        pool.clone(),
+        Arc::new(Panicking),
+        fast_config(),
+    ));
+    // No shutdown is ever asked for: only the loop's end stops it.
+    let err = tokio::time::timeout(Duration::from_secs(30), node.run(CancellationToken::new()))
+        .await
+        .expect("the node stops by itself")
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "a relay loop ended: panicked: the broker client lost its mind; the relay stopped"
+    );
+    assert_eq!(outbox_len(&pool).await.unwrap(), 20, "nothing lost");
+}
+
 /// A broker that takes `per_message` for every message of a publish call,
 /// then delivers them all (through an in-memory transport).
 struct Slow {

@@ -1,9 +1,10 @@
 //! The [`Node`]: one process's worker, relay lanes and maintenance, started
 //! and stopped together.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 
-use jobwire_consumer::maintenance::{Maintenance, MaintenanceConfig};
+use jobwire_consumer::maintenance::{Maintenance, MaintenanceConfig, MaintenanceError};
 use jobwire_consumer::{Worker, WorkerError, WorkerReport};
 use jobwire_loop::InvalidSetting;
 use jobwire_relay::{Relay, RelayError, RelayReport};
@@ -28,6 +29,9 @@ pub enum NodeError {
     /// A relay lane could not run.
     #[error(transparent)]
     Relay(#[from] RelayError),
+    /// A maintenance loop ended before shutdown.
+    #[error(transparent)]
+    Maintenance(#[from] MaintenanceError),
     /// Closing a transport at the end failed.
     #[error("closing the {transport} transport failed: {source}")]
     Close {
@@ -161,9 +165,22 @@ impl Node {
             .collect();
         let maintenance = maintenance
             .filter(|maintenance| !maintenance.is_empty())
-            .map(|maintenance| tokio::spawn(maintenance.run(stop_maintenance.clone())));
-        let collector =
-            collector.map(|collector| tokio::spawn(collector.run(stop_maintenance.clone())));
+            .map(|maintenance| {
+                tokio::spawn(report_failure(
+                    maintenance.run(stop_maintenance.clone()),
+                    failed.clone(),
+                ))
+            });
+        let collector = collector.map(|collector| {
+            let stop = stop_maintenance.clone();
+            tokio::spawn(report_failure(
+                async move {
+                    collector.run(stop).await;
+                    Ok::<(), Infallible>(())
+                },
+                failed.clone(),
+            ))
+        });
         Ok(RunningNode {
             stop_http,
             stop_worker,
@@ -201,14 +218,14 @@ pub struct RunningNode {
     stop_worker: CancellationToken,
     stop_relays: CancellationToken,
     stop_maintenance: CancellationToken,
-    /// Cancelled when the HTTP server, the worker or a relay lane ends with
-    /// an error before shutdown (they only end early on an error).
+    /// Cancelled when a part ends with an error or a panic before shutdown
+    /// (they only end early so).
     failed: CancellationToken,
     http: Option<JoinHandle<std::io::Result<()>>>,
     worker: Option<JoinHandle<Result<WorkerReport, WorkerError>>>,
     relays: Vec<JoinHandle<Result<RelayReport, RelayError>>>,
-    maintenance: Option<JoinHandle<()>>,
-    collector: Option<JoinHandle<()>>,
+    maintenance: Option<JoinHandle<Result<(), MaintenanceError>>>,
+    collector: Option<JoinHandle<Result<(), Infallible>>>,
     transports: Vec<Arc<dyn Transport>>,
 }
 
@@ -249,13 +266,17 @@ impl RunningNode {
             }
         }
         self.stop_maintenance.cancel();
-        for handle in [self.maintenance.take(), self.collector.take()]
-            .into_iter()
-            .flatten()
-        {
-            if let Err(err) = joined(handle).await {
-                keep(err);
+        if let Some(handle) = self.maintenance.take() {
+            match joined(handle).await {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => keep(err.into()),
+                Err(err) => keep(err),
             }
+        }
+        if let Some(handle) = self.collector.take()
+            && let Err(err) = joined(handle).await
+        {
+            keep(err);
         }
         for transport in self.transports.drain(..) {
             if let Err(source) = transport.close().await {
@@ -272,12 +293,15 @@ impl RunningNode {
     }
 }
 
-/// Run `part`, cancelling `failed` if it ends with an error.
+/// Run `part`, cancelling `failed` if it ends with an error or panics (the
+/// guard is dropped as the panic unwinds): the node then stops the rest.
 async fn report_failure<T, E>(
     part: impl Future<Output = Result<T, E>>,
     failed: CancellationToken,
 ) -> Result<T, E> {
+    let on_panic = failed.clone().drop_guard();
     let result = part.await;
+    on_panic.disarm();
     if result.is_err() {
         failed.cancel();
     }

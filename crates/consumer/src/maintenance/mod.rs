@@ -140,20 +140,38 @@ impl Maintenance {
     }
 
     /// Run every enabled loop until `shutdown`; returns once all stopped.
-    pub async fn run(self, shutdown: CancellationToken) {
+    /// A loop that ends before (a panic) stops the others, and the error
+    /// says why: a process without its sweeper or scheduler would look
+    /// healthy while crashed workers' jobs stay stranded or schedules stop
+    /// firing.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), MaintenanceError> {
+        let stop = shutdown.child_token();
         let mut loops = JoinSet::new();
         if let Some(sweeper) = self.sweeper {
-            loops.spawn(sweeper.run(shutdown.clone()));
+            loops.spawn(sweeper.run(stop.clone()));
         }
         if let Some(retention) = self.retention {
-            loops.spawn(retention.run(shutdown.clone()));
+            loops.spawn(retention.run(stop.clone()));
         }
         if let Some(reconciler) = self.reconciler {
-            loops.spawn(reconciler.run(shutdown.clone()));
+            loops.spawn(reconciler.run(stop.clone()));
         }
         if let Some(scheduler) = self.scheduler {
-            loops.spawn(scheduler.run(shutdown.clone()));
+            loops.spawn(scheduler.run(stop.clone()));
         }
-        while loops.join_next().await.is_some() {}
+        match jobwire_loop::join_loops(&mut loops, "maintenance", &shutdown, &stop).await {
+            None => Ok(()),
+            Some(why) => Err(MaintenanceError::LoopEnded(why)),
+        }
     }
+}
+
+/// Why the maintenance loops stopped before shutdown.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MaintenanceError {
+    /// A loop (sweeper, retention, reconciler or scheduler) ended before
+    /// shutdown: a bug. The others were stopped with it.
+    #[error("a maintenance loop ended: {0}; maintenance stopped")]
+    LoopEnded(String),
 }
