@@ -12,6 +12,7 @@ use jobwire_transport::memory::MemoryTransport;
 use jobwire_transport::rabbitmq::{RabbitConfig, RabbitTransport};
 #[cfg(feature = "sqs")]
 use jobwire_transport::sqs::{SqsConfig, SqsTransport};
+use sha2::{Digest, Sha256};
 
 /// How wake-ups travel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -137,9 +138,17 @@ impl BrokerArgs {
     }
 }
 
+/// The longest topic [`topic_for`] makes: SQS's limit on a queue's name,
+/// the lowest of the brokers' (RabbitMQ takes 255, Kafka 249).
+const MAX_TOPIC_LEN: usize = 80;
+
 /// The topic a queue's wake-ups travel on, when the command line makes it
 /// broker-dispatched: `jobwire-<queue>`, with any character that some broker
 /// refuses in a name (SQS takes only letters, digits, `-` and `_`) as `-`.
+/// A queue name may be 255 bytes, longer than any broker takes: past
+/// [`MAX_TOPIC_LEN`], the topic keeps the name's beginning and ends with a
+/// digest of the whole name, so that two long names with one beginning
+/// still travel apart.
 pub(crate) fn topic_for(queue: &str) -> String {
     let safe: String = queue
         .chars()
@@ -151,7 +160,48 @@ pub(crate) fn topic_for(queue: &str) -> String {
             }
         })
         .collect();
-    format!("jobwire-{safe}")
+    let topic = format!("jobwire-{safe}");
+    if topic.len() <= MAX_TOPIC_LEN {
+        return topic;
+    }
+    let digest = Sha256::digest(queue.as_bytes());
+    let hex: String = digest[..8]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    // ASCII only by now, so any byte is a character boundary.
+    format!("{}-{hex}", &topic[..MAX_TOPIC_LEN - hex.len() - 1])
+}
+
+/// Say so when a queue a worker is to serve has no job and was never
+/// declared: most often a typo of one that exists. The worker serves it
+/// anyway (a new queue is a fine thing to start a worker for), but
+/// without a word the typo's worker would idle, and declare the name for
+/// good, while the real queue waited.
+pub(crate) async fn note_new_queues(pool: &sqlx::PgPool, queues: &[String]) -> Result<()> {
+    let mut known: Option<Vec<String>> = None;
+    for queue in queues {
+        if jobwire_core::queue_is_known(pool, queue).await? {
+            continue;
+        }
+        if known.is_none() {
+            let overview = jobwire_core::queue_overview(pool).await?;
+            known = Some(overview.into_iter().map(|row| row.queue).collect());
+        }
+        let similar: Vec<&str> = known
+            .iter()
+            .flatten()
+            .filter(|name| strsim::damerau_levenshtein(name, queue) <= 2)
+            .map(String::as_str)
+            .collect();
+        if similar.is_empty() {
+            tracing::info!(%queue, "a new queue: no job is in it and no worker declared it before");
+        } else {
+            tracing::warn!(%queue, similar = %similar.join(", "),
+                "a new queue: no job is in it and no worker declared it before; a typo of a queue that exists?");
+        }
+    }
+    Ok(())
 }
 
 /// A worker left on its default path (no `--transport`) serves no queue
@@ -227,4 +277,29 @@ pub(crate) async fn declare_dispatch(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_topic_fits_every_broker() {
+        assert_eq!(topic_for("bulk"), "jobwire-bulk");
+        assert_eq!(topic_for("bulk imports.é"), "jobwire-bulk-imports--");
+        let long = "q".repeat(250);
+        let topic = topic_for(&long);
+        assert_eq!(topic.len(), MAX_TOPIC_LEN, "{topic}");
+        assert!(topic.starts_with("jobwire-qqq"), "{topic}");
+        // Every broker's rule: letters, digits, '-' and '_'.
+        jobwire_transport::validate_topic(&topic, MAX_TOPIC_LEN).unwrap();
+        // Two long names with one beginning get topics of their own; one
+        // name gets the same topic every time.
+        let other = format!("{}r", "q".repeat(249));
+        assert_ne!(topic_for(&other), topic);
+        assert_eq!(topic_for(&long), topic);
+        // The longest name that needs no digest keeps its plain topic.
+        let fits = "q".repeat(MAX_TOPIC_LEN - "jobwire-".len());
+        assert_eq!(topic_for(&fits), format!("jobwire-{fits}"));
+    }
 }

@@ -1228,6 +1228,64 @@ async fn ctrl_c_stops_a_worker_still_reaching_its_broker() {
     db.drop_database().await;
 }
 
+/// A worker started for a queue that no job is in and no worker declared
+/// says so, and names the queues with a close name: most often the name is
+/// a typo, whose worker would otherwise idle in silence while the real
+/// queue waits. A queue that exists is served without a word.
+#[tokio::test]
+async fn a_worker_for_a_mistyped_queue_names_the_queue_that_exists() {
+    let (db, pool) = migrated_database().await;
+    let enqueue = jobwire(&db.url, &["enqueue", "noop", "--queue", "bulk"]);
+    assert!(enqueue.status.success(), "{}", stderr(&enqueue));
+    let mut worker = Command::new(JOBWIRE)
+        .args([
+            "worker",
+            "--queue",
+            "bulk=1",
+            "--queue",
+            "bluk=1",
+            "--queue",
+            "reports=1",
+        ])
+        .env("DATABASE_URL", &db.url)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let status = Command::new("kill")
+        .args(["-INT", &worker.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    wait_for_exit(
+        &mut worker,
+        Duration::from_secs(15),
+        "a worker after Ctrl-C",
+    )
+    .await;
+    let output = worker.wait_with_output().unwrap();
+    let said = stderr(&output);
+    let line = |queue: &str| {
+        said.lines()
+            .find(|line| line.contains("a new queue") && line.contains(&format!("queue={queue}")))
+            .map(str::to_owned)
+    };
+    let typo = line("bluk").unwrap_or_else(|| panic!("no line for bluk in:\n{said}"));
+    assert!(
+        typo.contains("WARN")
+            && typo.contains("a typo of a queue that exists?")
+            && typo.contains("similar=bulk"),
+        "{typo}"
+    );
+    let new = line("reports").unwrap_or_else(|| panic!("no line for reports in:\n{said}"));
+    assert!(new.contains("INFO") && !new.contains("similar"), "{new}");
+    assert_eq!(line("bulk"), None, "{said}");
+    pool.close().await;
+    db.drop_database().await;
+}
+
 /// A worker whose broker cannot be reached (here a port nothing listens on;
 /// a mistyped address or password alike) does not move a queue onto it:
 /// it refuses to start, says why, and the queue stays on the PostgreSQL
