@@ -138,9 +138,10 @@ impl BrokerArgs {
     }
 }
 
-/// The longest topic [`topic_for`] makes: SQS's limit on a queue's name,
-/// the lowest of the brokers' (RabbitMQ takes 255, Kafka 249).
-const MAX_TOPIC_LEN: usize = 80;
+/// The longest topic [`topic_for`] makes: SQS's limit on a queue's name
+/// (80, the lowest of the brokers': RabbitMQ takes 255, Kafka 249), less
+/// the `.fifo` a FIFO queue's name ends with.
+const MAX_TOPIC_LEN: usize = 75;
 
 /// The topic a queue's wake-ups travel on, when the command line makes it
 /// broker-dispatched: `jobwire-<queue>`, with any character that some broker
@@ -173,12 +174,22 @@ pub(crate) fn topic_for(queue: &str) -> String {
     format!("{}-{hex}", &topic[..MAX_TOPIC_LEN - hex.len() - 1])
 }
 
-/// Say so when a queue a worker is to serve has no job and was never
-/// declared: most often a typo of one that exists. The worker serves it
-/// anyway (a new queue is a fine thing to start a worker for), but
-/// without a word the typo's worker would idle, and declare the name for
-/// good, while the real queue waited.
-pub(crate) async fn note_new_queues(pool: &sqlx::PgPool, queues: &[String]) -> Result<()> {
+/// Say so when a queue whose path a worker is about to declare has no job
+/// and was never declared: most often a typo of one that exists. The
+/// worker serves it anyway (a new queue is a fine thing to start a worker
+/// for), but without a word the typo's worker would idle, and declare the
+/// name for good, while the real queue waited. Only a note: a failure to
+/// look is logged, and the worker starts.
+async fn note_new_queues(pool: &sqlx::PgPool, queues: &[String]) {
+    if let Err(err) = look_for_new_queues(pool, queues).await {
+        tracing::debug!(error = %err, "could not tell whether the queues are new");
+    }
+}
+
+/// [`note_new_queues`]. Costs a scan of `jobs` for a queue with no job
+/// (only the waiting jobs are indexed by queue), and one more to list the
+/// queues when there is such a queue: once, as the worker starts.
+async fn look_for_new_queues(pool: &sqlx::PgPool, queues: &[String]) -> Result<()> {
     let mut known: Option<Vec<String>> = None;
     for queue in queues {
         if jobwire_core::queue_is_known(pool, queue).await? {
@@ -235,6 +246,7 @@ pub(crate) async fn declare_dispatch(
     transport: Option<&dyn Transport>,
     queues: &[String],
 ) -> Result<()> {
+    note_new_queues(pool, queues).await;
     let mut broker_reached = false;
     for queue in queues {
         let current = jobwire_core::queue_dispatch(pool, queue).await?;
@@ -291,8 +303,9 @@ mod tests {
         let topic = topic_for(&long);
         assert_eq!(topic.len(), MAX_TOPIC_LEN, "{topic}");
         assert!(topic.starts_with("jobwire-qqq"), "{topic}");
-        // Every broker's rule: letters, digits, '-' and '_'.
-        jobwire_transport::validate_topic(&topic, MAX_TOPIC_LEN).unwrap();
+        // Every broker's rule: letters, digits, '-' and '_', and room for
+        // an SQS FIFO queue's `.fifo` within SQS's 80.
+        jobwire_transport::validate_topic(&format!("{topic}.fifo"), 80).unwrap();
         // Two long names with one beginning get topics of their own; one
         // name gets the same topic every time.
         let other = format!("{}r", "q".repeat(249));

@@ -1228,10 +1228,11 @@ async fn ctrl_c_stops_a_worker_still_reaching_its_broker() {
     db.drop_database().await;
 }
 
-/// A worker started for a queue that no job is in and no worker declared
-/// says so, and names the queues with a close name: most often the name is
-/// a typo, whose worker would otherwise idle in silence while the real
-/// queue waits. A queue that exists is served without a word.
+/// A worker about to declare the path of a queue that no job is in and no
+/// worker declared says so, and names the queues with a close name: most
+/// often the name is a typo, whose worker would otherwise idle in silence,
+/// and declare the name for good, while the real queue waits. A queue that
+/// exists is served without a word.
 #[tokio::test]
 async fn a_worker_for_a_mistyped_queue_names_the_queue_that_exists() {
     let (db, pool) = migrated_database().await;
@@ -1240,6 +1241,8 @@ async fn a_worker_for_a_mistyped_queue_names_the_queue_that_exists() {
     let mut worker = Command::new(JOBWIRE)
         .args([
             "worker",
+            "--transport",
+            "postgres",
             "--queue",
             "bulk=1",
             "--queue",

@@ -224,7 +224,6 @@ pub(crate) async fn serve(
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     let declared = async {
-        brokers::note_new_queues(&pool, &names).await?;
         if args.broker.kind.is_some() || kind != brokers::BrokerKind::Postgres {
             // Chosen: the queues go (or come back) to that path.
             brokers::declare_dispatch(&pool, kind, transport.as_deref(), &names).await
