@@ -1182,8 +1182,9 @@ async fn a_broker_dispatched_queue_is_brought_back_with_transport_postgres() {
 #[tokio::test]
 async fn ctrl_c_stops_a_worker_still_reaching_its_broker() {
     let (db, pool) = migrated_database().await;
-    let mut worker = Command::new(JOBWIRE)
-        .args([
+    let output = interrupted_after(
+        &db.url,
+        &[
             "worker",
             "--queue",
             "imports=1",
@@ -1191,27 +1192,10 @@ async fn ctrl_c_stops_a_worker_still_reaching_its_broker() {
             "kafka",
             "--kafka-bootstrap",
             "127.0.0.1:1",
-        ])
-        .env("DATABASE_URL", &db.url)
-        // The default filter, which RUST_LOG would replace.
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let status = Command::new("kill")
-        .args(["-INT", &worker.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    wait_for_exit(
-        &mut worker,
-        Duration::from_secs(15),
-        "a worker after Ctrl-C",
+        ],
+        Duration::from_secs(2),
     )
     .await;
-    let output = worker.wait_with_output().unwrap();
     assert!(!output.status.success());
     assert_says(&stderr(&output), "stopped before the worker started");
     // librdkafka's own lines are off by default.
@@ -1238,8 +1222,9 @@ async fn a_worker_for_a_mistyped_queue_names_the_queue_that_exists() {
     let (db, pool) = migrated_database().await;
     let enqueue = jobwire(&db.url, &["enqueue", "noop", "--queue", "bulk"]);
     assert!(enqueue.status.success(), "{}", stderr(&enqueue));
-    let mut worker = Command::new(JOBWIRE)
-        .args([
+    let output = interrupted_after(
+        &db.url,
+        &[
             "worker",
             "--transport",
             "postgres",
@@ -1249,26 +1234,10 @@ async fn a_worker_for_a_mistyped_queue_names_the_queue_that_exists() {
             "bluk=1",
             "--queue",
             "reports=1",
-        ])
-        .env("DATABASE_URL", &db.url)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let status = Command::new("kill")
-        .args(["-INT", &worker.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    wait_for_exit(
-        &mut worker,
-        Duration::from_secs(15),
-        "a worker after Ctrl-C",
+        ],
+        Duration::from_secs(3),
     )
     .await;
-    let output = worker.wait_with_output().unwrap();
     let said = stderr(&output);
     let line = |queue: &str| {
         said.lines()
@@ -1673,6 +1642,33 @@ async fn refused(url: &str, args: &[&str]) -> Output {
 
 /// Wait at most `within` for `child` to exit; past that, kill it and fail
 /// with `what`.
+/// Run `jobwire args…` with the default log filter, send it Ctrl-C
+/// (SIGINT) `after` that long, and return what it said once it has ended.
+async fn interrupted_after(url: &str, args: &[&str], after: Duration) -> Output {
+    let mut process = Command::new(JOBWIRE)
+        .args(args)
+        .env("DATABASE_URL", url)
+        // The default filter, which RUST_LOG would replace.
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(after).await;
+    let status = Command::new("kill")
+        .args(["-INT", &process.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    wait_for_exit(
+        &mut process,
+        Duration::from_secs(15),
+        "a process after Ctrl-C",
+    )
+    .await;
+    process.wait_with_output().unwrap()
+}
+
 async fn wait_for_exit(child: &mut Child, within: Duration, what: &str) {
     let deadline = tokio::time::Instant::now() + within;
     while child.try_wait().unwrap().is_none() {
