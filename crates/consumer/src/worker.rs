@@ -321,36 +321,25 @@ impl Worker {
             }
         }
 
-        // The loops end only when told to. One that ends before (a panic)
-        // would leave the process up, ready by its health checks, and
-        // claiming nothing on that queue: stop the whole worker instead.
-        // The loops stop on a child of `shutdown`, so at a shutdown one may
-        // have returned by the time this is polled: shutdown comes first.
+        // The loops end only when told to (`stop_fetching`, a child of
+        // `shutdown`). One that ends before (a panic) would leave the
+        // process up, ready by its health checks, and claiming nothing on
+        // that queue: `join_loops` then stops the others, and so the whole
+        // worker. A breakdown of the runtime stops the claims too.
         let ended_early = tokio::select! {
             biased;
-            () = shutdown.cancelled() => None,
             why = runtime.broken_down() => Some(WorkerError::BackgroundLoopEnded(why)),
-            Some(ended) = fetchers.join_next() => match ended {
-                ended if shutdown.is_cancelled() => {
-                    if let Err(err) = ended {
-                        log_loop_panic(err);
-                    }
-                    None
-                }
-                Ok(()) => Some(WorkerError::ClaimLoopEnded("it returned".to_owned())),
-                Err(err) => Some(WorkerError::ClaimLoopEnded(jobwire_loop::why_task_ended(err))),
-            },
+            early = jobwire_loop::join_loops(&mut fetchers, "worker", &stop_fetching) => {
+                early.map(WorkerError::ClaimLoopEnded)
+            }
         };
         match &ended_early {
             None => tracing::info!("shutting down: no more claims"),
             Some(why) => tracing::error!(error = %why, "stopping the worker early"),
         }
+        // After a breakdown the claim loops still run: stop them, and wait.
         stop_fetching.cancel();
-        while let Some(ended) = fetchers.join_next().await {
-            if let Err(err) = ended {
-                log_loop_panic(err);
-            }
-        }
+        jobwire_loop::join_loops(&mut fetchers, "worker", &stop_fetching).await;
         tracing::info!(running = runtime.in_flight(), "draining running jobs");
         // Kept to ask, once stopped, whether the runtime broke down while
         // it drained (its loops run until the drain is over).
@@ -364,10 +353,4 @@ impl Worker {
             Some(err) => Err(err),
         }
     }
-}
-
-/// A claim loop that panicked while the worker was stopping anyway: no
-/// reason to fail the stop, but a bug to see.
-fn log_loop_panic(err: tokio::task::JoinError) {
-    tracing::error!(error = %jobwire_loop::why_task_ended(err), "a claim loop ended while the worker stopped");
 }

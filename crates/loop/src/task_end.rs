@@ -23,24 +23,24 @@ pub fn why_task_ended(err: JoinError) -> String {
         .unwrap_or_else(|| "panicked: a panic without a message".to_owned())
 }
 
-/// Wait for every loop in `loops`. They end only when told to: `stop`, a
-/// child of `shutdown` that they watch. One that ends before `shutdown` (a
-/// panic, a bug) would leave the process up, ready by its health checks,
-/// without that loop: it is logged at ERROR as a loop of `part`, `stop` is
+/// Wait for every loop in `loops`. They end only when told to: `stop`,
+/// which they watch (a child of the process's shutdown token, or that of
+/// a part of it). One that ends while `stop` is not cancelled (a panic, a
+/// bug) would leave the process up, ready by its health checks, without
+/// that loop: it is logged at ERROR as a loop of `part`, `stop` is
 /// cancelled so that the rest end too, and its reason is returned once all
-/// have ended (`None` after a normal shutdown). As `stop` is a child of
-/// `shutdown`, a loop that ends because of a shutdown finds `shutdown`
-/// already cancelled, so it is never taken for an early end. A panic while
-/// stopping is logged and nothing more.
+/// have ended (`None` when every loop ended after `stop`). A loop ended by
+/// a shutdown finds `stop` already cancelled (a child token is cancelled
+/// with its parent), so it is never taken for an early end. A panic after
+/// `stop` is logged and nothing more.
 pub async fn join_loops(
     loops: &mut JoinSet<()>,
     part: &'static str,
-    shutdown: &CancellationToken,
     stop: &CancellationToken,
 ) -> Option<String> {
     let mut early: Option<String> = None;
     while let Some(ended) = loops.join_next().await {
-        if shutdown.is_cancelled() || early.is_some() {
+        if stop.is_cancelled() {
             if let Err(err) = ended {
                 tracing::error!(part, error = %why_task_ended(err), "a loop ended while stopping");
             }
@@ -74,7 +74,7 @@ mod tests {
         loops.spawn(until(stop.clone()));
         loops.spawn(until(stop.clone()));
         loops.spawn(async { panic!("decoded a row it could not hold") });
-        let early = join_loops(&mut loops, "relay", &shutdown, &stop).await;
+        let early = join_loops(&mut loops, "relay", &stop).await;
         assert_eq!(
             early.as_deref(),
             Some("panicked: decoded a row it could not hold")
@@ -86,7 +86,7 @@ mod tests {
         let mut loops = JoinSet::new();
         loops.spawn(until(stop.clone()));
         loops.spawn(async {});
-        let early = join_loops(&mut loops, "maintenance", &shutdown, &stop).await;
+        let early = join_loops(&mut loops, "maintenance", &stop).await;
         assert_eq!(early.as_deref(), Some("returned"));
     }
 
@@ -105,8 +105,8 @@ mod tests {
             panic!("while flushing");
         });
         let joined = tokio::spawn({
-            let (shutdown, stop) = (shutdown.clone(), stop.clone());
-            async move { join_loops(&mut loops, "maintenance", &shutdown, &stop).await }
+            let stop = stop.clone();
+            async move { join_loops(&mut loops, "maintenance", &stop).await }
         });
         tokio::task::yield_now().await;
         shutdown.cancel();

@@ -117,7 +117,7 @@ impl Relay {
             relay.transport.clone(),
             stop.clone(),
         ));
-        let early = jobwire_loop::join_loops(&mut tasks, "relay", &shutdown, &stop).await;
+        let early = jobwire_loop::join_loops(&mut tasks, "relay", &stop).await;
         let report = relay.stats.report();
         tracing::info!("relay stopped: {}", jobwire_loop::nonzero_counts(&report));
         match early {

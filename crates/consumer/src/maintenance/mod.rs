@@ -159,7 +159,7 @@ impl Maintenance {
         if let Some(scheduler) = self.scheduler {
             loops.spawn(scheduler.run(stop.clone()));
         }
-        match jobwire_loop::join_loops(&mut loops, "maintenance", &shutdown, &stop).await {
+        match jobwire_loop::join_loops(&mut loops, "maintenance", &stop).await {
             None => Ok(()),
             Some(why) => Err(MaintenanceError::LoopEnded(why)),
         }
