@@ -49,7 +49,7 @@ pub use store::{
     release_handed_slots, replay_dead, replay_dead_in_batches, replay_dead_job, replay_outbox_dead,
     request_cancel, resume_queue, revoke_api_token, set_max_payload_bytes, set_queue_dispatch,
     set_queue_limits, set_queue_paused, set_schedule_paused, set_tenant_cap, set_tenant_limits,
-    sweep_expired_leases, tenant_caps, trim_side_table, validate_tenant,
+    sweep_expired_leases, tenant_caps, trim_side_table, validate_queue, validate_tenant,
 };
 pub use time_text::parse_time;
 pub use trace_context::{MAX_TRACESTATE_BYTES, TraceContext};

@@ -5,6 +5,12 @@ use sqlx::PgExecutor;
 use super::tenants::argument;
 use crate::{Dispatch, Result};
 
+/// Check a queue name as the enqueue does: not blank, at most 255 bytes,
+/// no control characters.
+pub fn validate_queue(queue: &str) -> Result<()> {
+    argument("queue", queue)
+}
+
 /// Declare how `queue` is dispatched. Takes effect for every job that becomes
 /// claimable afterwards. Declaring the PostgreSQL path (again or anew) gives
 /// back the tenant slots a broker completion handed to the queue's waiting

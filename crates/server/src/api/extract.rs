@@ -255,17 +255,15 @@ impl<S: Send + Sync> FromRequestParts<S> for JobIdPath {
     }
 }
 
-/// A queue name as a path names it: 1 to 255 bytes, not only blanks, no
-/// control characters (the enqueue's rules; the API's and the dashboard's
-/// pause and resume both check it).
+/// A queue name as a path names it, checked by the enqueue's rules (the
+/// API's and the dashboard's pause and resume both check it).
 pub(crate) fn check_queue_name(name: &str) -> Result<(), ApiError> {
-    if name.trim().is_empty() || name.len() > 255 || name.chars().any(char::is_control) {
-        return Err(ApiError::bad_request(
+    jobwire_core::validate_queue(name).map_err(|_| {
+        ApiError::bad_request(
             "INVALID_QUEUE",
             "A queue name is 1 to 255 bytes, not blank, with no control characters.",
-        ));
-    }
-    Ok(())
+        )
+    })
 }
 
 /// The `{name}` of a queue path.
