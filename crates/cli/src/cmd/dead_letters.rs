@@ -84,23 +84,19 @@ fn shell_word(word: &str) -> Option<String> {
 
 /// The first line of an error, cut to fit a terminal line (a stack trace
 /// or a response body would drown the listing; `--json` has it whole), with
-/// control characters shown as `?`: a job's error must not drive the
-/// operator's terminal.
+/// control characters escaped as everywhere else ([`visible`]): a job's
+/// error must not drive the operator's terminal.
 fn first_line(error: &str) -> Option<String> {
     const WIDTH: usize = 100;
     let line = error.lines().next()?.trim();
     if line.is_empty() {
         return None;
     }
-    let mut shown: String = line
-        .chars()
-        .take(WIDTH)
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect();
+    let mut shown: String = line.chars().take(WIDTH).collect();
     if line.chars().nth(WIDTH).is_some() {
         shown.push('…');
     }
-    Some(shown)
+    Some(visible(&shown).into_owned())
 }
 
 #[cfg(test)]
