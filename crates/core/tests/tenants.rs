@@ -1128,6 +1128,135 @@ async fn resuming_a_queue_hands_a_slot_to_a_due_job_of_a_forgotten_tenant(pool: 
     assert_eq!(wake_up_claim(&pool, &[id]).await.claimed.len(), 1);
 }
 
+/// The slot a job holds, if any.
+async fn slot_of(pool: &PgPool, id: Uuid) -> Option<i32> {
+    sqlx::query_scalar("SELECT tenant_slot FROM jobs WHERE job_id = $1")
+        .bind(id)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// A job of `acme` enqueued on broker queue `b`, in `producer`'s open
+/// transaction.
+async fn enqueue_in(producer: &mut sqlx::PgConnection) -> Uuid {
+    let job = NewJob::new("work", json!({}))
+        .with_queue("b")
+        .with_tenant("acme");
+    jobwire_core::enqueue(producer, &job).await.unwrap().job_id
+}
+
+/// A producer enqueues a capped tenant's job in its business transaction,
+/// and before it commits the tenant's running job finishes. The completion
+/// cannot see the new job and frees the slot; the producer's commit hands
+/// the slot to it, with its wake-up. It used to wait with a free slot and
+/// no wake-up until the reconciler's hand-out, or for ever without one.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_job_enqueued_while_its_tenants_slot_is_freed_gets_the_slot_at_commit(pool: PgPool) {
+    capped_broker_queue(&pool, 1).await;
+    let running = enqueue_for(&pool, "b", "acme", 1).await;
+    let first = wake_up_claim(&pool, &running).await.claimed.remove(0);
+
+    let mut producer = pool.begin().await.unwrap();
+    let next = enqueue_in(&mut producer).await;
+    finish_all_in_one_call(&pool, "c", &[first.lease]).await;
+    assert_eq!(held_slots(&pool, "b").await, 0);
+    assert_eq!(wake_ups_for(&pool, next).await.unwrap(), 0);
+    producer.commit().await.unwrap();
+
+    assert_eq!(slot_of(&pool, next).await, Some(1));
+    assert_eq!(wake_ups_for(&pool, next).await.unwrap(), 1);
+    assert_eq!(wake_up_claim(&pool, &[next]).await.claimed.len(), 1);
+}
+
+/// The other order: the producer commits while the transaction that frees
+/// the slot has not. The producer's hand-out sees the slot still held; the
+/// freeing transaction hands it out as it commits, under a snapshot that
+/// sees the producer's job.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_slot_freed_while_a_producer_commits_is_handed_out_at_the_freeing_commit(pool: PgPool) {
+    capped_broker_queue(&pool, 1).await;
+    let running = enqueue_for(&pool, "b", "acme", 1).await;
+    let first = wake_up_claim(&pool, &running).await.claimed.remove(0);
+
+    let mut completion = pool.begin().await.unwrap();
+    let finished = jobwire_core::finish_many(
+        &mut *completion,
+        "c",
+        &[(first.lease, FinishOutcome::Succeeded)],
+    )
+    .await
+    .unwrap();
+    assert!(matches!(
+        finished[..],
+        [jobwire_core::FinishResult::Recorded { .. }]
+    ));
+    let next = enqueue_for(&pool, "b", "acme", 1).await[0];
+    assert_eq!(slot_of(&pool, next).await, None);
+    completion.commit().await.unwrap();
+
+    assert_eq!(slot_of(&pool, next).await, Some(1));
+    assert_eq!(wake_up_reasons(&pool, next).await, vec!["slot".to_owned()]);
+}
+
+/// The freeing transaction's hand-out waits for a producer between its own
+/// hand-out and its commit (here a transaction holding the tenant's lock as
+/// that hand-out leaves it), then sees the producer's job.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_freed_slots_hand_out_waits_for_a_committing_producer(pool: PgPool) {
+    capped_broker_queue(&pool, 1).await;
+    let running = enqueue_for(&pool, "b", "acme", 1).await;
+    let first = wake_up_claim(&pool, &running).await.claimed.remove(0);
+
+    let mut producer = pool.begin().await.unwrap();
+    let next = enqueue_in(&mut producer).await;
+    let handed: i32 =
+        sqlx::query_scalar("SELECT jobwire_hand_out_free_slots(ARRAY['b'], ARRAY['acme'], NULL)")
+            .fetch_one(&mut *producer)
+            .await
+            .unwrap();
+    assert_eq!(handed, 0, "the tenant's one slot is held");
+    let completion = tokio::spawn({
+        let pool = pool.clone();
+        async move { finish_all_in_one_call(&pool, "c", &[first.lease]).await }
+    });
+    until_a_session_waits_for_a_lock(&pool).await;
+    producer.commit().await.unwrap();
+    completion.await.unwrap();
+
+    assert_eq!(slot_of(&pool, next).await, Some(1));
+    assert_eq!(wake_ups_for(&pool, next).await.unwrap(), 1);
+}
+
+/// A hand-out takes a slot only for a job it has. Two producers of one
+/// tenant (cap 2, both slots free): the first has handed out but not
+/// committed when the second commits. The first used to keep the second
+/// slot locked with no job for it, and the second producer's job got
+/// neither slot.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_hand_out_leaves_a_slot_it_has_no_job_for_to_the_next_producer(pool: PgPool) {
+    capped_broker_queue(&pool, 2).await;
+    run_one_broker_job_of(&pool, "acme").await;
+    assert_eq!(slot_rows(&pool, "b", "acme").await, 2);
+
+    let mut first = pool.begin().await.unwrap();
+    let one = enqueue_in(&mut first).await;
+    // The hand-out the first producer's commit makes, made now.
+    let handed: i32 =
+        sqlx::query_scalar("SELECT jobwire_hand_out_free_slots(ARRAY['b'], ARRAY['acme'], NULL)")
+            .fetch_one(&mut *first)
+            .await
+            .unwrap();
+    assert_eq!(handed, 1);
+    let two = enqueue_for(&pool, "b", "acme", 1).await[0];
+    assert_eq!(slot_of(&pool, two).await, Some(2));
+    first.commit().await.unwrap();
+
+    assert_eq!(slot_of(&pool, one).await, Some(1));
+    assert_eq!(wake_ups_for(&pool, one).await.unwrap(), 1);
+    assert_eq!(wake_ups_for(&pool, two).await.unwrap(), 1);
+}
+
 /// Tenants coming and going on a broker queue (cap 2) while the sweep runs
 /// all the time: consumers take wake-ups from the outbox and claim by id,
 /// hold each job 20 ms and finish it (which hands the slot on with the next
