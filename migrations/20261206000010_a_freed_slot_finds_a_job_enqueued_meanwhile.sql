@@ -45,6 +45,18 @@
 -- * Every hand-out (also the reconciler's and a resume's) holds its
 --   tenants' locks shared until its transaction ends: a job it locks
 --   and cannot give a slot is not passed over by a freed slot's hand-out.
+--   So does a wake-up claim before it looks for a free slot for a job
+--   that holds none (a delayed job's or a retry's wake-up): a completion
+--   that skipped the job it had locked waits for its commit.
+-- * A transaction's later statements note their tenants too, but the
+--   hand-out runs once for all of them: each note counts itself in a
+--   transaction-local setting, and a firing that finds nothing new
+--   returns at once (a trigger event is queued per note, and each used to
+--   read the table again).
+-- * Slot rows are made sure of before the locks, as the reconciler does,
+--   and only the missing ones are inserted: inserting over an existing
+--   slot row waits for a transaction that is changing it, which may be a
+--   completion waiting for this producer's lock.
 --
 -- The locks are per bucket, 128 per database, of (queue, tenant) pairs:
 -- a transaction enqueueing for thousands of tenants takes at most 128,
@@ -78,6 +90,42 @@ CREATE UNLOGGED TABLE job_tenant_hand_outs (
 CREATE FUNCTION jobwire_tenant_hand_out_bucket(p_queue text, p_tenant text) RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT hashtext(p_queue || E'\x1f' || p_tenant) & 127
+$$;
+
+-- Make sure the slot rows of (p_queue, p_tenant) exist up to p_cap, as
+-- in migration 20261206000002, inserting only the slots that are missing.
+CREATE OR REPLACE FUNCTION jobwire_ensure_tenant_slots(p_queue text, p_tenant text, p_cap integer)
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    -- Until this transaction ends, the sweep of idle tenants leaves this
+    -- queue's slot rows alone (migration 20261206000002).
+    PERFORM pg_advisory_xact_lock_shared(hashtext('jobwire.tenant_slots'), hashtext(p_queue));
+    IF NOT EXISTS (SELECT 1 FROM job_tenant_slots x
+                   WHERE x.queue = p_queue AND x.tenant = p_tenant AND x.slot = p_cap) THEN
+        INSERT INTO job_tenant_slots (queue, tenant, slot)
+        SELECT p_queue, p_tenant, s
+        FROM generate_series(1, p_cap) s
+        WHERE NOT EXISTS (SELECT 1 FROM job_tenant_slots x
+                          WHERE x.queue = p_queue AND x.tenant = p_tenant AND x.slot = s)
+        ON CONFLICT DO NOTHING;
+    END IF;
+END;
+$$;
+
+-- Note the tenants of `p_queues` for this transaction's hand-out at commit
+-- (`p_freed`: slots of theirs were freed without a successor), and count
+-- the note in the transaction-local setting jobwire.hand_outs_noted.
+CREATE FUNCTION jobwire_note_hand_out(p_queues text[], p_tenants text[], p_freed boolean)
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO job_tenant_hand_outs (queues, tenants, freed) VALUES (p_queues, p_tenants, p_freed);
+    PERFORM set_config('jobwire.hand_outs_noted',
+                       (coalesce(nullif(current_setting('jobwire.hand_outs_noted', true), ''), '0')::bigint
+                        + 1)::text,
+                       true);
+END;
 $$;
 
 -- Hand the free slots of every capped tenant of `p_queues` (broker queues;
@@ -152,12 +200,20 @@ $$;
 CREATE FUNCTION jobwire_hand_out_at_commit() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
+    noted     text;
     lock      record;
+    pair      record;
     arrived_q text[];
     arrived_t text[];
     freed_q   text[];
     freed_t   text[];
 BEGIN
+    -- Nothing noted since the last firing of this transaction.
+    noted := coalesce(nullif(current_setting('jobwire.hand_outs_noted', true), ''), '0');
+    IF noted = coalesce(nullif(current_setting('jobwire.hand_outs_done', true), ''), '0') THEN
+        RETURN NULL;
+    END IF;
+    PERFORM set_config('jobwire.hand_outs_done', noted, true);
     WITH gone AS (
         DELETE FROM job_tenant_hand_outs h RETURNING h.queues, h.tenants, h.freed
     ),
@@ -172,6 +228,16 @@ BEGIN
     IF arrived_q IS NULL AND freed_q IS NULL THEN
         RETURN NULL;
     END IF;
+    -- The arrived tenants' slot rows first, before any bucket is held, in
+    -- one order.
+    FOR pair IN
+        SELECT a.queue, a.tenant, jobwire_tenant_cap(a.queue, a.tenant) AS cap
+        FROM unnest(arrived_q, arrived_t) AS a(queue, tenant)
+        ORDER BY a.queue, a.tenant
+    LOOP
+        CONTINUE WHEN pair.cap IS NULL;
+        PERFORM jobwire_ensure_tenant_slots(pair.queue, pair.tenant, pair.cap);
+    END LOOP;
     -- Every bucket at once, in order: exclusive where a slot was freed.
     FOR lock IN
         SELECT b.bucket, bool_or(b.freed) AS exclusive
@@ -192,9 +258,6 @@ BEGIN
     -- New statements from here: they see every commit of a transaction
     -- that held one of these locks.
     IF arrived_q IS NOT NULL THEN
-        PERFORM jobwire_ensure_tenant_slots(a.queue, a.tenant, jobwire_tenant_cap(a.queue, a.tenant))
-        FROM unnest(arrived_q, arrived_t) AS a(queue, tenant)
-        WHERE jobwire_tenant_cap(a.queue, a.tenant) IS NOT NULL;
         PERFORM jobwire_hand_out_free_slots(arrived_q, arrived_t, NULL);
     END IF;
     IF freed_q IS NOT NULL THEN
@@ -216,15 +279,23 @@ CREATE CONSTRAINT TRIGGER job_tenant_hand_outs_at_commit
 -- inserts nothing.
 CREATE FUNCTION jobwire_note_freed_slots() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+    queues  text[];
+    tenants text[];
 BEGIN
-    INSERT INTO job_tenant_hand_outs (queues, tenants, freed)
-    SELECT array_agg(f.queue), array_agg(f.tenant), true
+    -- Most statements give slots holders (claims, hand-overs).
+    IF NOT EXISTS (SELECT 1 FROM freed_now n WHERE n.job_id IS NULL) THEN
+        RETURN NULL;
+    END IF;
+    SELECT array_agg(f.queue), array_agg(f.tenant) INTO queues, tenants
     FROM (SELECT DISTINCT n.queue, n.tenant
           FROM freed_now n
           JOIN freed_before o ON o.queue = n.queue AND o.tenant = n.tenant AND o.slot = n.slot
           JOIN job_queues q ON q.queue = n.queue AND q.dispatch = 'broker'
-          WHERE n.job_id IS NULL AND o.job_id IS NOT NULL) f
-    HAVING count(*) > 0;
+          WHERE n.job_id IS NULL AND o.job_id IS NOT NULL) f;
+    IF queues IS NOT NULL THEN
+        PERFORM jobwire_note_hand_out(queues, tenants, true);
+    END IF;
     RETURN NULL;
 END;
 $$;
@@ -296,9 +367,106 @@ BEGIN
     -- Their free slots are handed out as the transaction commits
     -- (jobwire_hand_out_at_commit, above), not here.
     IF capped_queues IS NOT NULL THEN
-        INSERT INTO job_tenant_hand_outs (queues, tenants, freed)
-        VALUES (capped_queues, capped_tenants, false);
+        PERFORM jobwire_note_hand_out(capped_queues, capped_tenants, false);
     END IF;
     RETURN NULL;
+END;
+$$;
+
+-- The wake-up claim of a job holding no slot takes its tenant's hand-out
+-- lock before it looks for a free slot; the rest is as migration
+-- 20261204000001 made it.
+CREATE OR REPLACE FUNCTION jobwire_claim_ids_capped(p_ids uuid[], p_owner text, p_lease_ms bigint,
+                                         p_queues text[])
+RETURNS SETOF jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    id          uuid;
+    job         jobs%ROWTYPE;
+    cap         integer;
+    taken       integer;
+    locked      boolean;
+    prior_limit text;
+BEGIN
+    FOR id IN SELECT DISTINCT u FROM unnest(p_ids) AS u ORDER BY u LOOP
+        SELECT j.* INTO job
+        FROM jobs j
+        WHERE j.job_id = id
+          -- Not `j.state IN (...)`: see migration 20261201000011.
+          AND (j.state || '') IN ('QUEUED', 'RETRY_WAIT') AND j.run_after <= now()
+          AND array_position(p_queues, j.queue) IS NOT NULL
+          AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.queue = j.queue AND q.paused)
+        FOR UPDATE OF j SKIP LOCKED;
+        locked := FOUND;
+        IF NOT locked THEN
+            -- Only a job handed a slot is waited for: one without a slot
+            -- is some other claimer's, or waits for a hand-over anyway.
+            prior_limit := current_setting('lock_timeout');
+            BEGIN
+                PERFORM set_config('lock_timeout', '1s', true);
+                SELECT j.* INTO job
+                FROM jobs j
+                WHERE j.job_id = id
+                  AND (j.state || '') IN ('QUEUED', 'RETRY_WAIT') AND j.run_after <= now()
+                  AND j.tenant_slot IS NOT NULL
+                  AND array_position(p_queues, j.queue) IS NOT NULL
+                  AND NOT EXISTS (SELECT 1 FROM job_queues q
+                                  WHERE q.queue = j.queue AND q.paused)
+                FOR UPDATE OF j;
+                locked := FOUND;
+                PERFORM set_config('lock_timeout', prior_limit, true);
+            EXCEPTION WHEN lock_not_available THEN
+                -- The block's setting is undone with it. The job keeps
+                -- its slot, so it gets its wake-up again.
+                locked := false;
+                INSERT INTO job_outbox (topic, message_key, payload, headers)
+                SELECT q.topic, j.job_id::text, w.payload, w.headers
+                FROM jobs j
+                JOIN job_queues q ON q.queue = j.queue AND q.dispatch = 'broker'
+                CROSS JOIN LATERAL jobwire_wake_up(j.job_id, j.lease_generation, j.queue,
+                                                   j.job_type, 'slot', j.traceparent,
+                                                   j.tracestate) w
+                WHERE j.job_id = id AND j.tenant_slot IS NOT NULL
+                  AND (j.state || '') IN ('QUEUED', 'RETRY_WAIT');
+            END;
+        END IF;
+        CONTINUE WHEN NOT locked;
+        taken := job.tenant_slot;
+        IF taken IS NULL AND job.tenant IS NOT NULL THEN
+            cap := jobwire_tenant_cap(job.queue, job.tenant);
+            IF cap IS NOT NULL THEN
+                PERFORM jobwire_ensure_tenant_slots(job.queue, job.tenant, cap);
+                -- A transaction that freed a slot of this tenant and
+                -- skipped this job (locked here) hands the slot out at
+                -- its commit under this lock, exclusively: it waits for
+                -- this claim, or this claim waits for its commit and
+                -- then sees the slot free (the statement below).
+                PERFORM pg_advisory_xact_lock_shared(hashtext('jobwire.tenant_hand_out'),
+                                                     jobwire_tenant_hand_out_bucket(job.queue, job.tenant));
+                UPDATE job_tenant_slots s
+                SET job_id = job.job_id
+                WHERE (s.queue, s.tenant, s.slot) = (
+                    SELECT f.queue, f.tenant, f.slot FROM job_tenant_slots f
+                    WHERE f.queue = job.queue AND f.tenant = job.tenant
+                      AND f.job_id IS NULL AND f.slot <= cap
+                    ORDER BY f.slot LIMIT 1
+                    FOR UPDATE SKIP LOCKED)
+                RETURNING s.slot INTO taken;
+                CONTINUE WHEN taken IS NULL;
+            END IF;
+        END IF;
+        RETURN QUERY
+        UPDATE jobs j
+        SET state = 'RUNNING',
+            tenant_slot = taken,
+            lease_owner = p_owner,
+            lease_expires_at = now() + p_lease_ms * interval '1 millisecond',
+            lease_generation = j.lease_generation + 1,
+            attempt_count = j.attempt_count + 1,
+            heartbeat_at = now(),
+            updated_at = now()
+        WHERE j.job_id = job.job_id
+        RETURNING j.*;
+    END LOOP;
 END;
 $$;
