@@ -1146,6 +1146,14 @@ async fn enqueue_in(producer: &mut sqlx::PgConnection) -> Uuid {
     jobwire_core::enqueue(producer, &job).await.unwrap().job_id
 }
 
+/// Broker queue `b`, every tenant capped at one running job, and one job of
+/// `acme` claimed by its wake-up (consumer `c`): its lease.
+async fn acme_running_on_its_one_slot(pool: &PgPool) -> Lease {
+    capped_broker_queue(pool, 1).await;
+    let running = enqueue_for(pool, "b", "acme", 1).await;
+    wake_up_claim(pool, &running).await.claimed.remove(0).lease
+}
+
 /// A producer enqueues a capped tenant's job in its business transaction,
 /// and before it commits the tenant's running job finishes. The completion
 /// cannot see the new job and frees the slot; the producer's commit hands
@@ -1153,13 +1161,11 @@ async fn enqueue_in(producer: &mut sqlx::PgConnection) -> Uuid {
 /// no wake-up until the reconciler's hand-out, or for ever without one.
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_job_enqueued_while_its_tenants_slot_is_freed_gets_the_slot_at_commit(pool: PgPool) {
-    capped_broker_queue(&pool, 1).await;
-    let running = enqueue_for(&pool, "b", "acme", 1).await;
-    let first = wake_up_claim(&pool, &running).await.claimed.remove(0);
+    let first = acme_running_on_its_one_slot(&pool).await;
 
     let mut producer = pool.begin().await.unwrap();
     let next = enqueue_in(&mut producer).await;
-    finish_all_in_one_call(&pool, "c", &[first.lease]).await;
+    finish_all_in_one_call(&pool, "c", &[first]).await;
     assert_eq!(held_slots(&pool, "b").await, 0);
     assert_eq!(wake_ups_for(&pool, next).await.unwrap(), 0);
     producer.commit().await.unwrap();
@@ -1175,18 +1181,13 @@ async fn a_job_enqueued_while_its_tenants_slot_is_freed_gets_the_slot_at_commit(
 /// sees the producer's job.
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_slot_freed_while_a_producer_commits_is_handed_out_at_the_freeing_commit(pool: PgPool) {
-    capped_broker_queue(&pool, 1).await;
-    let running = enqueue_for(&pool, "b", "acme", 1).await;
-    let first = wake_up_claim(&pool, &running).await.claimed.remove(0);
+    let first = acme_running_on_its_one_slot(&pool).await;
 
     let mut completion = pool.begin().await.unwrap();
-    let finished = jobwire_core::finish_many(
-        &mut *completion,
-        "c",
-        &[(first.lease, FinishOutcome::Succeeded)],
-    )
-    .await
-    .unwrap();
+    let finished =
+        jobwire_core::finish_many(&mut *completion, "c", &[(first, FinishOutcome::Succeeded)])
+            .await
+            .unwrap();
     assert!(matches!(
         finished[..],
         [jobwire_core::FinishResult::Recorded { .. }]
@@ -1204,9 +1205,7 @@ async fn a_slot_freed_while_a_producer_commits_is_handed_out_at_the_freeing_comm
 /// that hand-out leaves it), then sees the producer's job.
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_freed_slots_hand_out_waits_for_a_committing_producer(pool: PgPool) {
-    capped_broker_queue(&pool, 1).await;
-    let running = enqueue_for(&pool, "b", "acme", 1).await;
-    let first = wake_up_claim(&pool, &running).await.claimed.remove(0);
+    let first = acme_running_on_its_one_slot(&pool).await;
 
     let mut producer = pool.begin().await.unwrap();
     let next = enqueue_in(&mut producer).await;
@@ -1218,7 +1217,7 @@ async fn a_freed_slots_hand_out_waits_for_a_committing_producer(pool: PgPool) {
     assert_eq!(handed, 0, "the tenant's one slot is held");
     let completion = tokio::spawn({
         let pool = pool.clone();
-        async move { finish_all_in_one_call(&pool, "c", &[first.lease]).await }
+        async move { finish_all_in_one_call(&pool, "c", &[first]).await }
     });
     until_a_session_waits_for_a_lock(&pool).await;
     producer.commit().await.unwrap();
@@ -1236,9 +1235,7 @@ async fn a_freed_slots_hand_out_waits_for_a_committing_producer(pool: PgPool) {
 /// both, its one wake-up spent.
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_job_its_own_wake_up_found_capped_gets_the_slot_freed_meanwhile(pool: PgPool) {
-    capped_broker_queue(&pool, 1).await;
-    let running = enqueue_for(&pool, "b", "acme", 1).await;
-    let first = wake_up_claim(&pool, &running).await.claimed.remove(0);
+    let first = acme_running_on_its_one_slot(&pool).await;
     let delayed = NewJob::new("work", json!({}))
         .with_queue("b")
         .with_tenant("acme")
@@ -1261,7 +1258,7 @@ async fn a_job_its_own_wake_up_found_capped_gets_the_slot_freed_meanwhile(pool: 
     );
     let completion = tokio::spawn({
         let pool = pool.clone();
-        async move { finish_all_in_one_call(&pool, "c", &[first.lease]).await }
+        async move { finish_all_in_one_call(&pool, "c", &[first]).await }
     });
     until_a_session_waits_for_a_lock(&pool).await;
     claim.commit().await.unwrap();
