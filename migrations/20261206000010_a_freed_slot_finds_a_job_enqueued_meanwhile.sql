@@ -28,10 +28,11 @@
 -- after the first committed:
 --
 -- * An enqueue of a capped tenant's due job on a broker queue notes the
---   tenant in `job_tenant_hand_outs`. A statement that frees a broker
---   queue's slot without handing it on (a completion whose tenant has
---   nothing waiting, a sweep, a cancel, a hand edit: they all write
---   `job_tenant_slots`) notes the tenant there too, marked `freed`.
+--   tenant in `job_tenant_hand_outs`. Freeing a broker queue's slot
+--   without handing it on notes the tenant there too, marked `freed`:
+--   the completion statement (finish_many.sql) for the slots it ends, and
+--   jobwire_give_back_tenant_slot for every other way out (a sweep, a
+--   cancel, a hand edit, a deleted row).
 -- * A deferred constraint trigger on that table runs once per
 --   transaction, at its commit: it takes the tenants' locks, shared for
 --   a producer and exclusive for a transaction that freed a slot, then
@@ -273,38 +274,33 @@ CREATE CONSTRAINT TRIGGER job_tenant_hand_outs_at_commit
     FOR EACH ROW
     EXECUTE FUNCTION jobwire_hand_out_at_commit();
 
--- A statement that freed slots of broker queues without handing them on
--- notes their tenants for the commit. One that frees no such slot (a
--- claim taking slots, a hand-over, a PostgreSQL-path queue's completion)
--- inserts nothing.
-CREATE FUNCTION jobwire_note_freed_slots() RETURNS trigger
+-- Give a job's slot back, as in migration 20261203000001; a broker
+-- queue's slot freed without a successor is noted for the hand-out at
+-- commit. (Every way out of RUNNING but the completion comes here: a sweep,
+-- a cancel, a hand edit, a deleted row. The completion notes its own, in
+-- finish_many.sql.)
+CREATE OR REPLACE FUNCTION jobwire_give_back_tenant_slot(p_queue text, p_tenant text, p_slot integer,
+                                                         p_job_id uuid) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    queues  text[];
-    tenants text[];
+    wake_topic text;
 BEGIN
-    -- Most statements give slots holders (claims, hand-overs).
-    IF NOT EXISTS (SELECT 1 FROM freed_now n WHERE n.job_id IS NULL) THEN
-        RETURN NULL;
+    SELECT q.topic INTO wake_topic
+    FROM job_queues q WHERE q.queue = p_queue AND q.dispatch = 'broker';
+    IF wake_topic IS NOT NULL
+       AND p_slot <= coalesce(jobwire_tenant_cap(p_queue, p_tenant), 0)
+       AND jobwire_hand_over_slot(p_queue, p_tenant, p_slot, wake_topic, 'slot') THEN
+        RETURN;
     END IF;
-    SELECT array_agg(f.queue), array_agg(f.tenant) INTO queues, tenants
-    FROM (SELECT DISTINCT n.queue, n.tenant
-          FROM freed_now n
-          JOIN freed_before o ON o.queue = n.queue AND o.tenant = n.tenant AND o.slot = n.slot
-          JOIN job_queues q ON q.queue = n.queue AND q.dispatch = 'broker'
-          WHERE n.job_id IS NULL AND o.job_id IS NOT NULL) f;
-    IF queues IS NOT NULL THEN
-        PERFORM jobwire_note_hand_out(queues, tenants, true);
+    UPDATE job_tenant_slots SET job_id = NULL
+    WHERE queue = p_queue AND tenant = p_tenant AND slot = p_slot AND job_id = p_job_id;
+    IF wake_topic IS NOT NULL THEN
+        PERFORM jobwire_note_hand_out(ARRAY[p_queue], ARRAY[p_tenant], true);
+    ELSIF jobwire_wake_token('jobwire_jobs', p_queue) THEN
+        PERFORM pg_notify('jobwire_jobs', p_queue);
     END IF;
-    RETURN NULL;
 END;
 $$;
-
-CREATE TRIGGER job_tenant_slots_note_freed
-    AFTER UPDATE ON job_tenant_slots
-    REFERENCING OLD TABLE AS freed_before NEW TABLE AS freed_now
-    FOR EACH STATEMENT
-    EXECUTE FUNCTION jobwire_note_freed_slots();
 
 -- The enqueue's statement trigger notes its capped tenants for the
 -- commit; the rest is as migration 20261203000002 made it.

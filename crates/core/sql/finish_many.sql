@@ -155,6 +155,19 @@ wake_ups AS (
                                        'slot', h.traceparent, h.tracestate) w
     RETURNING 1
 ),
+-- A broker queue's slots freed within the cap and handed to no job (the
+-- tenant had nothing waiting that this statement could see): noted for
+-- the hand-out at commit, which waits for producers of those tenants
+-- between their own hand-out and their commit and gives the slots to what
+-- is waiting then (migration 20261206000010).
+noted AS (
+    SELECT jobwire_note_hand_out(array_agg(f.queue), array_agg(f.tenant), true)
+    FROM (SELECT DISTINCT p.queue, p.tenant
+          FROM passing p
+          LEFT JOIN handed h ON h.queue = p.queue AND h.tenant = p.tenant AND h.slot = p.slot
+          WHERE h.job_id IS NULL) f
+    HAVING count(*) > 0
+),
 -- One notification per PostgreSQL-path queue that got a slot back, if this
 -- transaction takes the queue's wake token (as every other wake-up does).
 woken AS (
@@ -164,7 +177,7 @@ woken AS (
 )
 SELECT d.job_id, d.state, d.run_after, d.cancel_latency_s
 FROM done d
--- A CTE that writes nothing runs only if read: this reads `woken` once,
--- before the first row, whatever its count. (The CTEs that write run
--- whether read or not.)
-WHERE (SELECT count(*) FROM woken) >= 0
+-- A CTE that writes nothing runs only if read: this reads `woken` and
+-- `noted` once, before the first row, whatever their counts. (The CTEs
+-- that write run whether read or not.)
+WHERE (SELECT count(*) FROM woken) >= 0 AND (SELECT count(*) FROM noted) >= 0

@@ -1200,6 +1200,27 @@ async fn a_slot_freed_while_a_producer_commits_is_handed_out_at_the_freeing_comm
     assert_eq!(wake_up_reasons(&pool, next).await, vec!["slot".to_owned()]);
 }
 
+/// As above with a slot freed another way than by a completion (a sweep, a
+/// cancel, a hand edit: here the running job's row deleted by hand), which
+/// gives the slot back through its row trigger.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_slot_freed_by_a_row_trigger_while_a_producer_commits_is_handed_out(pool: PgPool) {
+    let first = acme_running_on_its_one_slot(&pool).await;
+
+    let mut edit = pool.begin().await.unwrap();
+    sqlx::query("DELETE FROM jobs WHERE job_id = $1")
+        .bind(first.job_id)
+        .execute(&mut *edit)
+        .await
+        .unwrap();
+    let next = enqueue_for(&pool, "b", "acme", 1).await[0];
+    assert_eq!(slot_of(&pool, next).await, None);
+    edit.commit().await.unwrap();
+
+    assert_eq!(slot_of(&pool, next).await, Some(1));
+    assert_eq!(wake_up_reasons(&pool, next).await, vec!["slot".to_owned()]);
+}
+
 /// The freeing transaction's hand-out waits for a producer between its own
 /// hand-out and its commit (here a transaction holding the tenant's lock as
 /// that hand-out leaves it), then sees the producer's job.
