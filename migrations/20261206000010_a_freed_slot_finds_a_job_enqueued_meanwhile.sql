@@ -46,9 +46,17 @@
 -- * Every hand-out (also the reconciler's and a resume's) holds its
 --   tenants' locks shared until its transaction ends: a job it locks
 --   and cannot give a slot is not passed over by a freed slot's hand-out.
---   So does a wake-up claim before it looks for a free slot for a job
---   that holds none (a delayed job's or a retry's wake-up): a completion
---   that skipped the job it had locked waits for its commit.
+--   A transaction must not wait for a row lock while it holds one of
+--   these: the row's holder may be a freeing transaction waiting at its
+--   commit for this lock. Every hand-out locks rows with SKIP LOCKED, and
+--   a queue's resume now hands out after its last row write.
+--
+-- Left as it was: a wake-up claim of a job holding no slot (a delayed
+-- job's or a retry's own wake-up) that finds the tenant at its cap while a
+-- completion, which skipped the job the claim had locked, frees a slot.
+-- The job waits for the reconciler's hand-out. Taking the lock in the
+-- claim closed that, but the claim waits for other jobs' row locks while
+-- it would hold it, which deadlocked with a completion.
 -- * A transaction's later statements note their tenants too, but the
 --   hand-out runs once for all of them: each note counts itself in a
 --   transaction-local setting, and a firing that finds nothing new
@@ -129,11 +137,13 @@ CREATE FUNCTION jobwire_note_hand_out(p_queues text[], p_tenants text[], p_freed
 RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO job_tenant_hand_outs (queues, tenants, freed) VALUES (p_queues, p_tenants, p_freed);
+    -- Counted first: with SET CONSTRAINTS ALL IMMEDIATE the trigger fires
+    -- at the end of the INSERT, and must find the count raised.
     PERFORM set_config('jobwire.hand_outs_noted',
                        (coalesce(nullif(current_setting('jobwire.hand_outs_noted', true), ''), '0')::bigint
                         + 1)::text,
                        true);
+    INSERT INTO job_tenant_hand_outs (queues, tenants, freed) VALUES (p_queues, p_tenants, p_freed);
 END;
 $$;
 
@@ -385,103 +395,5 @@ BEGIN
         PERFORM jobwire_note_hand_out(capped_queues, capped_tenants, false);
     END IF;
     RETURN NULL;
-END;
-$$;
-
--- The wake-up claim of a job holding no slot takes its tenant's hand-out
--- lock before it looks for a free slot; the rest is as migration
--- 20261204000001 made it.
-CREATE OR REPLACE FUNCTION jobwire_claim_ids_capped(p_ids uuid[], p_owner text, p_lease_ms bigint,
-                                         p_queues text[])
-RETURNS SETOF jobs
-LANGUAGE plpgsql AS $$
-DECLARE
-    id          uuid;
-    job         jobs%ROWTYPE;
-    cap         integer;
-    taken       integer;
-    locked      boolean;
-    prior_limit text;
-BEGIN
-    FOR id IN SELECT DISTINCT u FROM unnest(p_ids) AS u ORDER BY u LOOP
-        SELECT j.* INTO job
-        FROM jobs j
-        WHERE j.job_id = id
-          -- Not `j.state IN (...)`: see migration 20261201000011.
-          AND (j.state || '') IN ('QUEUED', 'RETRY_WAIT') AND j.run_after <= now()
-          AND array_position(p_queues, j.queue) IS NOT NULL
-          AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.queue = j.queue AND q.paused)
-        FOR UPDATE OF j SKIP LOCKED;
-        locked := FOUND;
-        IF NOT locked THEN
-            -- Only a job handed a slot is waited for: one without a slot
-            -- is some other claimer's, or waits for a hand-over anyway.
-            prior_limit := current_setting('lock_timeout');
-            BEGIN
-                PERFORM set_config('lock_timeout', '1s', true);
-                SELECT j.* INTO job
-                FROM jobs j
-                WHERE j.job_id = id
-                  AND (j.state || '') IN ('QUEUED', 'RETRY_WAIT') AND j.run_after <= now()
-                  AND j.tenant_slot IS NOT NULL
-                  AND array_position(p_queues, j.queue) IS NOT NULL
-                  AND NOT EXISTS (SELECT 1 FROM job_queues q
-                                  WHERE q.queue = j.queue AND q.paused)
-                FOR UPDATE OF j;
-                locked := FOUND;
-                PERFORM set_config('lock_timeout', prior_limit, true);
-            EXCEPTION WHEN lock_not_available THEN
-                -- The block's setting is undone with it. The job keeps
-                -- its slot, so it gets its wake-up again.
-                locked := false;
-                INSERT INTO job_outbox (topic, message_key, payload, headers)
-                SELECT q.topic, j.job_id::text, w.payload, w.headers
-                FROM jobs j
-                JOIN job_queues q ON q.queue = j.queue AND q.dispatch = 'broker'
-                CROSS JOIN LATERAL jobwire_wake_up(j.job_id, j.lease_generation, j.queue,
-                                                   j.job_type, 'slot', j.traceparent,
-                                                   j.tracestate) w
-                WHERE j.job_id = id AND j.tenant_slot IS NOT NULL
-                  AND (j.state || '') IN ('QUEUED', 'RETRY_WAIT');
-            END;
-        END IF;
-        CONTINUE WHEN NOT locked;
-        taken := job.tenant_slot;
-        IF taken IS NULL AND job.tenant IS NOT NULL THEN
-            cap := jobwire_tenant_cap(job.queue, job.tenant);
-            IF cap IS NOT NULL THEN
-                PERFORM jobwire_ensure_tenant_slots(job.queue, job.tenant, cap);
-                -- A transaction that freed a slot of this tenant and
-                -- skipped this job (locked here) hands the slot out at
-                -- its commit under this lock, exclusively: it waits for
-                -- this claim, or this claim waits for its commit and
-                -- then sees the slot free (the statement below).
-                PERFORM pg_advisory_xact_lock_shared(hashtext('jobwire.tenant_hand_out'),
-                                                     jobwire_tenant_hand_out_bucket(job.queue, job.tenant));
-                UPDATE job_tenant_slots s
-                SET job_id = job.job_id
-                WHERE (s.queue, s.tenant, s.slot) = (
-                    SELECT f.queue, f.tenant, f.slot FROM job_tenant_slots f
-                    WHERE f.queue = job.queue AND f.tenant = job.tenant
-                      AND f.job_id IS NULL AND f.slot <= cap
-                    ORDER BY f.slot LIMIT 1
-                    FOR UPDATE SKIP LOCKED)
-                RETURNING s.slot INTO taken;
-                CONTINUE WHEN taken IS NULL;
-            END IF;
-        END IF;
-        RETURN QUERY
-        UPDATE jobs j
-        SET state = 'RUNNING',
-            tenant_slot = taken,
-            lease_owner = p_owner,
-            lease_expires_at = now() + p_lease_ms * interval '1 millisecond',
-            lease_generation = j.lease_generation + 1,
-            attempt_count = j.attempt_count + 1,
-            heartbeat_at = now(),
-            updated_at = now()
-        WHERE j.job_id = job.job_id
-        RETURNING j.*;
-    END LOOP;
 END;
 $$;

@@ -37,9 +37,14 @@ restamped AS (
       AND j.state IN ('QUEUED', 'RETRY_WAIT')
       AND j.run_after <= now()
       AND j.tenant_slot IS NOT NULL
+    RETURNING 1
 ),
+-- After the row writes above: the hand-out holds tenants' hand-out locks
+-- until the commit, and a transaction holding one must not wait for a row
+-- lock (migration 20261206000010).
 handed AS (
     SELECT jobwire_hand_out_to_waiting_tenants(ARRAY[$1::text], 'resume') AS woken
+    FROM (SELECT count(*) FROM restamped) written
 )
 SELECT (SELECT count(*) FROM woken) + coalesce((SELECT woken FROM handed), 0) AS woken
 FROM resumed r

@@ -1248,52 +1248,10 @@ async fn a_freed_slots_hand_out_waits_for_a_committing_producer(pool: PgPool) {
     assert_eq!(wake_ups_for(&pool, next).await.unwrap(), 1);
 }
 
-/// A job with a wake-up of its own and no slot (a delayed job become due, a
-/// retry): its wake-up's claim locks it and finds the tenant at its cap,
-/// and while that claim is open the running job finishes. The completion
-/// skips the locked job and frees the slot; its hand-out at commit waits
-/// for the claim, then gives the job the slot. It used to be passed over by
-/// both, its one wake-up spent.
-#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
-async fn a_job_its_own_wake_up_found_capped_gets_the_slot_freed_meanwhile(pool: PgPool) {
-    let first = acme_running_on_its_one_slot(&pool).await;
-    let delayed = NewJob::new("work", json!({}))
-        .with_queue("b")
-        .with_tenant("acme")
-        .with_delay(chrono::TimeDelta::hours(1));
-    let later = jobwire_core::enqueue(&pool, &delayed).await.unwrap().job_id;
-    sqlx::query("UPDATE jobs SET run_after = now() - interval '1 second' WHERE job_id = $1")
-        .bind(later)
-        .execute(&pool)
-        .await
-        .unwrap();
-    assert_eq!(wake_ups_for(&pool, later).await.unwrap(), 1);
-
-    let mut claim = pool.begin().await.unwrap();
-    let missed = jobwire_core::claim_by_ids(&mut *claim, &[later], &["b".to_owned()], "c", LEASE)
-        .await
-        .unwrap();
-    assert_eq!(
-        missed.missed,
-        vec![(later, jobwire_core::ClaimMiss::Capped)]
-    );
-    let completion = tokio::spawn({
-        let pool = pool.clone();
-        async move { finish_all_in_one_call(&pool, "c", &[first]).await }
-    });
-    until_a_session_waits_for_a_lock(&pool).await;
-    claim.commit().await.unwrap();
-    completion.await.unwrap();
-
-    assert_eq!(slot_of(&pool, later).await, Some(1));
-    // Its own wake-up, spent, and the hand-out's.
-    assert_eq!(wake_ups_for(&pool, later).await.unwrap(), 2);
-}
-
 /// A transaction's every enqueue is handed out, also when a framework has
 /// the deferred checks run at each statement's end
 /// (`SET CONSTRAINTS ALL IMMEDIATE`): each statement's tenants then get
-/// their slots as the statement ends.
+/// their slots as the statement ends, the first statement's too.
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn every_statement_of_a_transaction_is_handed_out_with_immediate_constraints(pool: PgPool) {
     capped_broker_queue(&pool, 1).await;
@@ -1307,12 +1265,19 @@ async fn every_statement_of_a_transaction_is_handed_out_with_immediate_constrain
         let job = NewJob::new("work", json!({}))
             .with_queue("b")
             .with_tenant(tenant);
-        ids.push(
-            jobwire_core::enqueue(&mut *producer, &job)
+        let id = jobwire_core::enqueue(&mut *producer, &job)
+            .await
+            .unwrap()
+            .job_id;
+        // Handed out as its statement ended, the first statement too.
+        let slot: Option<i32> =
+            sqlx::query_scalar("SELECT tenant_slot FROM jobs WHERE job_id = $1")
+                .bind(id)
+                .fetch_one(&mut *producer)
                 .await
-                .unwrap()
-                .job_id,
-        );
+                .unwrap();
+        assert_eq!(slot, Some(1), "{tenant}");
+        ids.push(id);
     }
     producer.commit().await.unwrap();
 
