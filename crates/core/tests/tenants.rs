@@ -1248,6 +1248,49 @@ async fn a_freed_slots_hand_out_waits_for_a_committing_producer(pool: PgPool) {
     assert_eq!(wake_ups_for(&pool, next).await.unwrap(), 1);
 }
 
+/// A queue's resume hands out slots (holding its tenants' hand-out locks
+/// until it commits) only after its own row writes: a row it must wait for
+/// may be held by a transaction that freed a slot and waits at its commit
+/// for one of those locks. Here a cancel of tenant `u`'s job holding a slot
+/// is open while the queue resumes, and another tenant of the same lock
+/// bucket has a job waiting for a slot. Handing out first deadlocked.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_resume_and_a_freeing_commit_do_not_deadlock(pool: PgPool) {
+    capped_broker_queue(&pool, 1).await;
+    jobwire_core::set_queue_paused(&pool, "b", true)
+        .await
+        .unwrap();
+    let neighbour: String = sqlx::query_scalar(
+        "SELECT 't' || g FROM generate_series(1, 10000) g
+         WHERE jobwire_tenant_hand_out_bucket('b', 't' || g) = jobwire_tenant_hand_out_bucket('b', 'u')
+         LIMIT 1",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let cancelled = enqueue_for(&pool, "b", "u", 1).await[0];
+    assert_eq!(slot_of(&pool, cancelled).await, Some(1));
+    let waiting = enqueue_for(&pool, "b", &neighbour, 2).await;
+    assert_eq!(slot_of(&pool, waiting[1]).await, None);
+
+    let mut cancel = pool.begin().await.unwrap();
+    sqlx::query("UPDATE jobs SET state = 'CANCELLED', finished_at = now() WHERE job_id = $1")
+        .bind(cancelled)
+        .execute(&mut *cancel)
+        .await
+        .unwrap();
+    let resume = tokio::spawn({
+        let pool = pool.clone();
+        async move { jobwire_core::resume_queue(&pool, "b").await }
+    });
+    until_a_session_waits_for_a_lock(&pool).await;
+    cancel.commit().await.unwrap();
+    resume.await.unwrap().unwrap();
+
+    assert_eq!(held_slots(&pool, "b").await, 1, "the neighbour's first job");
+    assert_eq!(slot_of(&pool, waiting[0]).await, Some(1));
+}
+
 /// A transaction's every enqueue is handed out, also when a framework has
 /// the deferred checks run at each statement's end
 /// (`SET CONSTRAINTS ALL IMMEDIATE`): each statement's tenants then get
