@@ -50,13 +50,6 @@
 --   these: the row's holder may be a freeing transaction waiting at its
 --   commit for this lock. Every hand-out locks rows with SKIP LOCKED, and
 --   a queue's resume now hands out after its last row write.
---
--- Left as it was: a wake-up claim of a job holding no slot (a delayed
--- job's or a retry's own wake-up) that finds the tenant at its cap while a
--- completion, which skipped the job the claim had locked, frees a slot.
--- The job waits for the reconciler's hand-out. Taking the lock in the
--- claim closed that, but the claim waits for other jobs' row locks while
--- it would hold it, which deadlocked with a completion.
 -- * A transaction's later statements note their tenants too, but the
 --   hand-out runs once for all of them: each note counts itself in a
 --   transaction-local setting, and a firing that finds nothing new
@@ -66,6 +59,13 @@
 --   and only the missing ones are inserted: inserting over an existing
 --   slot row waits for a transaction that is changing it, which may be a
 --   completion waiting for this producer's lock.
+--
+-- Left as it was: a wake-up claim of a job holding no slot (a delayed
+-- job's or a retry's own wake-up) that finds the tenant at its cap while a
+-- completion, which skipped the job the claim had locked, frees a slot.
+-- The job waits for the reconciler's hand-out. Taking the lock in the
+-- claim closed that, but the claim waits for other jobs' row locks while
+-- it would hold it, which deadlocked with a completion.
 --
 -- The locks are per bucket, 128 per database, of (queue, tenant) pairs:
 -- a transaction enqueueing for thousands of tenants takes at most 128,
