@@ -166,10 +166,7 @@ pub(crate) fn topic_for(queue: &str) -> String {
         return topic;
     }
     let digest = Sha256::digest(queue.as_bytes());
-    let hex: String = digest[..8]
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect();
+    let hex = hex::encode(&digest[..8]);
     // ASCII only by now, so any byte is a character boundary.
     format!("{}-{hex}", &topic[..MAX_TOPIC_LEN - hex.len() - 1])
 }

@@ -137,10 +137,6 @@ impl fmt::Debug for CreatedToken {
 
 const TOKEN_PREFIX: &str = "jw_";
 
-pub(super) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
 pub(super) fn sha256(secret: &str) -> [u8; 32] {
     Sha256::digest(secret.as_bytes()).into()
 }
@@ -208,8 +204,8 @@ pub async fn create_tenant_api_token<'c, E: PgExecutor<'c>>(
     let mut rng = rand::rng();
     rng.fill_bytes(&mut id_bytes);
     rng.fill_bytes(&mut secret_bytes);
-    let token_id = hex(&id_bytes);
-    let secret = hex(&secret_bytes);
+    let token_id = hex::encode(id_bytes);
+    let secret = hex::encode(secret_bytes);
     let row: TokenRow = sqlx::query_as(include_str!("../../sql/create_api_token.sql"))
         .bind(&token_id)
         .bind(name)

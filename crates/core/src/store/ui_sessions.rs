@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use rand::RngCore;
 use sqlx::PgExecutor;
 
-use super::tokens::{TokenRow, hex, sha256};
+use super::tokens::{TokenRow, sha256};
 use crate::{ApiToken, Result};
 
 /// A session just opened: the secret for the cookie (not stored anywhere)
@@ -30,7 +30,7 @@ pub async fn create_ui_session<'c, E: PgExecutor<'c>>(
 ) -> Result<Option<OpenedUiSession>> {
     let mut secret_bytes = [0u8; 32];
     rand::rng().fill_bytes(&mut secret_bytes);
-    let secret = hex(&secret_bytes);
+    let secret = hex::encode(secret_bytes);
     let expires_at: Option<DateTime<Utc>> =
         sqlx::query_scalar(include_str!("../../sql/create_ui_session.sql"))
             .bind(&token.token_id)

@@ -41,7 +41,7 @@ const SESSION_TTL: Duration = Duration::from_secs(12 * 60 * 60);
 fn random_hex() -> String {
     let mut bytes = [0u8; 32];
     rand::rng().fill_bytes(&mut bytes);
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+    hex::encode(bytes)
 }
 
 fn is_secret_shaped(value: &str) -> bool {
@@ -55,7 +55,7 @@ fn same_secret(presented: &str, expected: &str) -> bool {
 /// The CSRF token of the forms of the session whose secret is `secret`.
 fn csrf_token(secret: &str) -> String {
     let digest = Sha256::digest(format!("jobwire-ui-csrf:{secret}").as_bytes());
-    digest.iter().map(|byte| format!("{byte:02x}")).collect()
+    hex::encode(digest)
 }
 
 /// A cookie only this server's pages send back, invisible to any script,
