@@ -159,10 +159,14 @@ wake_ups AS (
 -- tenant had nothing waiting that this statement could see): noted for
 -- the hand-out at commit, which waits for producers of those tenants
 -- between their own hand-out and their commit and gives the slots to what
--- is waiting then (migration 20261206000010).
+-- is waiting then (migration 20261206000010). Read after `slots` has
+-- written (its rows counted first), not by the order of the final
+-- query's subqueries: under SET CONSTRAINTS ALL IMMEDIATE the note's
+-- trigger hands out at once, and must find the slots freed.
 noted AS (
     SELECT jobwire_note_hand_out(array_agg(f.queue), array_agg(f.tenant), true)
-    FROM (SELECT DISTINCT p.queue, p.tenant
+    FROM (SELECT count(*) FROM slots) written,
+         (SELECT DISTINCT p.queue, p.tenant
           FROM passing p
           LEFT JOIN handed h ON h.queue = p.queue AND h.tenant = p.tenant AND h.slot = p.slot
           WHERE h.job_id IS NULL) f
