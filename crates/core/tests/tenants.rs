@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use jobwire_core::{Dispatch, FinishOutcome, JobState, Lease, NewJob};
-use jobwire_test_support::{expire_lease, wake_ups_for};
+use jobwire_test_support::{expire_lease, until_a_session_waits_for_a_lock, wake_ups_for};
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -650,24 +650,6 @@ async fn the_reconciler_gives_back_a_slot_handed_after_the_move_to_postgres(pool
         0,
         "a second pass found more"
     );
-}
-
-/// Waits until some session of this test's database waits for a lock.
-async fn until_a_session_waits_for_a_lock(pool: &PgPool) {
-    for _ in 0..1000 {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-             WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        )
-        .fetch_one(pool)
-        .await
-        .unwrap();
-        if waiting > 0 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("no session waited for a lock within 10 s");
 }
 
 /// A job handed a slot gets one wake-up. A transaction that locked the job

@@ -1,6 +1,7 @@
 //! [`FreshDatabase`]: a database of its own for a test that cannot use
 //! `#[sqlx::test]` (one that runs the `jobwire` binary against a URL); and
-//! [`wait_for_count`], to wait on such a process from its database.
+//! [`wait_for_count`], to wait on such a process from its database; and
+//! [`until_a_session_waits_for_a_lock`], to stage a race between sessions.
 
 use std::time::Duration;
 
@@ -36,6 +37,26 @@ pub async fn wait_for_count(
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+}
+
+/// Wait until some session of `pool`'s database waits for a lock: a
+/// statement a test started on another connection has reached the row
+/// (or advisory) lock the test holds. Panics after 10 s.
+pub async fn until_a_session_waits_for_a_lock(pool: &PgPool) {
+    for _ in 0..1000 {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no session waited for a lock within 10 s");
 }
 
 /// A database of its own for one test, dropped at the end. The server is

@@ -9,7 +9,8 @@
 //! - [`brokers`]: broker addresses from the environment, a free loopback port;
 //! - [`outbox`]: write outbox rows, drain a subscriber, count the outbox;
 //! - [`proxy`]: a TCP proxy a test can switch off to take a broker away;
-//! - [`database`]: a database of its own for one test, and a wait on a count in it;
+//! - [`database`]: a database of its own for one test, a wait on a count in it, and a
+//!   wait for a session to wait for a lock;
 //! - [`faults`]: a database statement made to fail;
 //! - [`plans`]: the indexes a query plan scans, and the scans that ran.
 //!
@@ -27,7 +28,7 @@ pub mod proxy;
 pub mod worker;
 
 pub use brokers::free_port;
-pub use database::{FreshDatabase, wait_for_count};
+pub use database::{FreshDatabase, until_a_session_waits_for_a_lock, wait_for_count};
 pub use faults::{break_capped_wake_up_claim, repair_capped_wake_up_claim};
 pub use jobs::{
     enqueue_ids, expire_lease, wait_for_all_finished, wait_for_job, wait_for_state, wake_ups_for,
