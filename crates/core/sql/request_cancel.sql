@@ -3,8 +3,17 @@
 -- state before and after; `after_state` is NULL when nothing changed
 -- (unknown job, already CANCEL_REQUESTED, or finished). A change is recorded
 -- in job_audit with actor $2.
+--
+-- Run after lock_job.sql in the same transaction, not with the lock in
+-- this statement. A `FOR UPDATE` here waited for a concurrent claim and
+-- read the claimed state, but the UPDATE below first builds the new row
+-- from the version this statement's snapshot saw, and the table's checks
+-- run on that row before PostgreSQL finds the newer version: a job
+-- claimed meanwhile failed `jobs_lease_iff_held` (CANCEL_REQUESTED with
+-- no lease), and the cancel failed. After the lock, this statement's
+-- snapshot sees the version the lock holds.
 WITH target AS (
-    SELECT job_id, state FROM jobs WHERE job_id = $1 FOR UPDATE
+    SELECT job_id, state FROM jobs WHERE job_id = $1
 ),
 changed AS (
     UPDATE jobs j

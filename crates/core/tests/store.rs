@@ -9,7 +9,7 @@ use jobwire_core::{
     ClaimMiss, Dispatch, Error, FinishOutcome, FinishResult, HeartbeatResult, JobState, Lease,
     LeaseGeneration, NewJob, ReplayFilter, RequestCancelOutcome,
 };
-use jobwire_test_support::{expire_lease, wake_ups_for};
+use jobwire_test_support::{expire_lease, until_a_session_waits_for_a_lock, wake_ups_for};
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -813,6 +813,72 @@ async fn a_single_job_is_written_as_a_batch_writes_it(pool: PgPool) {
             (alone.run_after, alone.created_at)
         );
     }
+}
+
+/// A cancel that waits for a transaction changing the job (here a claim,
+/// then a completion that schedules a retry) decides on the state that
+/// transaction left. Locking in the cancel's own statement read the new
+/// state but built the changed row from the old one, and the table's check
+/// refused it: the operator got an error for a job that could be cancelled.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_cancel_waiting_for_a_claim_or_a_completion_decides_on_its_outcome(pool: PgPool) {
+    let cancel_in_background = |job_id: Uuid| {
+        let pool = pool.clone();
+        tokio::spawn(async move { jobwire_core::request_cancel(&pool, job_id, "operator").await })
+    };
+
+    // A claim commits while the cancel waits: the running job is asked to stop.
+    let claimed_meanwhile = enqueue(&pool, NewJob::new("noop", json!({}))).await;
+    let mut claimer = pool.begin().await.unwrap();
+    let lease = jobwire_core::claim_batch(&mut *claimer, "default", "w1", 1, LEASE)
+        .await
+        .unwrap()
+        .remove(0)
+        .lease;
+    let cancel = cancel_in_background(claimed_meanwhile);
+    until_a_session_waits_for_a_lock(&pool).await;
+    claimer.commit().await.unwrap();
+    assert_eq!(
+        cancel.await.unwrap().unwrap(),
+        RequestCancelOutcome::CancelRequested
+    );
+    assert_eq!(
+        state(&pool, claimed_meanwhile).await,
+        JobState::CancelRequested
+    );
+    let beat = jobwire_core::heartbeat(&pool, "w1", lease, LEASE)
+        .await
+        .unwrap();
+    assert!(matches!(
+        beat,
+        HeartbeatResult::Held {
+            cancel_requested: true,
+            ..
+        }
+    ));
+
+    // A completion that schedules a retry commits while the cancel waits:
+    // the job waiting for its retry is cancelled.
+    let retried_meanwhile = enqueue(&pool, NewJob::new("noop", json!({}))).await;
+    let lease = claim_one(&pool, "w2").await.lease;
+    let mut completion = pool.begin().await.unwrap();
+    let retry = FinishOutcome::Retry {
+        delay: Duration::from_secs(60),
+        code: "E".into(),
+        message: "again".into(),
+    };
+    let finished = jobwire_core::finish_many(&mut *completion, "w2", &[(lease, retry)])
+        .await
+        .unwrap();
+    assert!(matches!(finished[..], [FinishResult::Recorded { .. }]));
+    let cancel = cancel_in_background(retried_meanwhile);
+    until_a_session_waits_for_a_lock(&pool).await;
+    completion.commit().await.unwrap();
+    assert_eq!(
+        cancel.await.unwrap().unwrap(),
+        RequestCancelOutcome::Cancelled
+    );
+    assert_eq!(state(&pool, retried_meanwhile).await, JobState::Cancelled);
 }
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]

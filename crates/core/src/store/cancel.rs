@@ -31,11 +31,20 @@ where
         });
     }
     let mut conn = conn.acquire().await?;
+    // The row is locked first, in a statement of its own, so the change
+    // is decided on the version a concurrent claim or completion left
+    // (request_cancel.sql says why).
+    let mut tx = conn.begin().await?;
+    sqlx::query(include_str!("../../sql/lock_job.sql"))
+        .bind(job_id)
+        .execute(&mut *tx)
+        .await?;
     let row: Option<CancelRow> = sqlx::query_as(include_str!("../../sql/request_cancel.sql"))
         .bind(job_id)
         .bind(actor)
-        .fetch_optional(&mut *conn)
+        .fetch_optional(&mut *tx)
         .await?;
+    tx.commit().await?;
     let Some(row) = row else {
         // Not in the hot table: archived (finished) or unknown.
         let status = job_status(&mut *conn, job_id).await?;
