@@ -1346,6 +1346,48 @@ async fn a_hand_out_leaves_a_slot_it_has_no_job_for_to_the_next_producer(pool: P
     assert_eq!(wake_ups_for(&pool, two).await.unwrap(), 1);
 }
 
+/// A job holding no slot whose own wake-up arrives (a retry's, a delayed
+/// job's, a duplicate) while its tenant is at its cap: the wake-up claim
+/// locks the job, finds no free slot and claims nothing. Before it commits,
+/// the tenant's running job finishes; the completion skips the locked job,
+/// frees the slot without a successor, and its hand-out at commit skips the
+/// job too. The claim's commit hands the slot out. The job used to wait
+/// with a free slot and no wake-up until the reconciler's hand-out.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_capped_wake_up_claim_hands_out_a_slot_freed_before_it_commits(pool: PgPool) {
+    let first = acme_running_on_its_one_slot(&pool).await;
+    let next = enqueue_for(&pool, "b", "acme", 1).await[0];
+    assert_eq!(
+        wake_ups_for(&pool, next).await.unwrap(),
+        0,
+        "no slot, no wake-up"
+    );
+
+    let mut claim = pool.begin().await.unwrap();
+    let queues = vec!["b".to_owned()];
+    let outcome = jobwire_core::claim_by_ids(&mut *claim, &[next], &queues, "c", LEASE)
+        .await
+        .unwrap();
+    assert!(outcome.claimed.is_empty());
+    assert!(
+        matches!(outcome.missed[..], [(id, jobwire_core::ClaimMiss::Capped)] if id == next),
+        "{:?}",
+        outcome.missed
+    );
+    finish_all_in_one_call(&pool, "c", &[first]).await;
+    assert_eq!(
+        held_slots(&pool, "b").await,
+        0,
+        "freed, with nobody to take it"
+    );
+    assert_eq!(slot_of(&pool, next).await, None);
+    claim.commit().await.unwrap();
+
+    assert_eq!(slot_of(&pool, next).await, Some(1));
+    assert_eq!(wake_ups_for(&pool, next).await.unwrap(), 1);
+    assert_eq!(wake_up_claim(&pool, &[next]).await.claimed.len(), 1);
+}
+
 /// Tenants coming and going on a broker queue (cap 2) while the sweep runs
 /// all the time: consumers take wake-ups from the outbox and claim by id,
 /// hold each job 20 ms and finish it (which hands the slot on with the next
