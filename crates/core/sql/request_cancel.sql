@@ -26,6 +26,9 @@ changed AS (
     FROM target t
     WHERE j.job_id = t.job_id
       AND t.state IN ('QUEUED', 'RETRY_WAIT', 'RUNNING')
+      -- Always true after lock_job.sql; without it, a row that changed
+      -- since `target` read it is left alone rather than mixed up.
+      AND j.state = t.state
     RETURNING j.job_id, j.state
 ),
 audited AS (
