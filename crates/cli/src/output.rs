@@ -92,6 +92,32 @@ pub(crate) fn visible(text: &str) -> Cow<'_, str> {
     Cow::Owned(shown)
 }
 
+/// `value` as pretty JSON for `--json`, with DEL and the C1 controls
+/// (U+007F to U+009F) escaped as `\u007f` … `\u009f` too. JSON must escape
+/// only the C0 controls, so serde_json leaves these raw, and a terminal
+/// that shows the output can take U+009B for a control sequence's start.
+/// They can only stand inside strings (everything else JSON writes is
+/// ASCII), where the escape means the same character to any reader.
+pub(crate) fn json_pretty<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
+    let text = serde_json::to_string_pretty(value)?;
+    if !text.chars().any(is_del_or_c1) {
+        return Ok(text);
+    }
+    let mut escaped = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if is_del_or_c1(c) {
+            escaped.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            escaped.push(c);
+        }
+    }
+    Ok(escaped)
+}
+
+fn is_del_or_c1(c: char) -> bool {
+    ('\u{7f}'..='\u{9f}').contains(&c)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,5 +136,16 @@ mod tests {
         assert_eq!(visible("next\u{85}line"), "next\\u{85}line");
         // Padding still applies, as for any text.
         assert_eq!(format!("[{:<8}]", visible("a\u{7}")), "[a\\u{7}  ]");
+    }
+
+    #[test]
+    fn json_escapes_del_and_c1_and_reads_back_the_same() {
+        let value = serde_json::json!({ "error": "a\u{7f}b\u{9b}2J\u{1b}c", "plain": "Café" });
+        let text = json_pretty(&value).unwrap();
+        assert!(text.contains(r"a\u007fb\u009b2J\u001bc"), "{text}");
+        assert!(text.contains("Café"), "{text}");
+        assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{text}");
+        let back: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, value);
     }
 }

@@ -892,7 +892,7 @@ async fn text_from_jobs_cannot_drive_the_terminal() {
         "INSERT INTO jobs (job_id, queue, job_type, tenant, state, attempt_count, finished_at,
                            last_error_code, last_error)
          VALUES (jobwire_uuidv7(), E'imports\\x1b[2J', E'parse\\x07', E'acme\\x1b]0;owned\\x07',
-                 'FAILED', 1, now(), E'HTTP\\x1b[31m500', E'upstream said:\\n\\x1b[1Aall is well')
+                 'FAILED', 1, now(), E'HTTP\\x1b[31m500', E'upstream said:\\n\\x1b[1Aall is well\\u009b2J')
          RETURNING job_id",
     )
     .fetch_one(&pool)
@@ -917,11 +917,26 @@ async fn text_from_jobs_cannot_drive_the_terminal() {
     assert_says(status, r"tenant     acme\u{1b}]0;owned\u{7}");
     assert_says(
         status,
-        r"last error HTTP\u{1b}[31m500: upstream said:\n\u{1b}[1Aall is well",
+        r"last error HTTP\u{1b}[31m500: upstream said:\n\u{1b}[1Aall is well\u{9b}2J",
     );
     assert_says(dead_letters, r"parse\u{7}");
     assert_says(dead_letters, r"HTTP\u{1b}[31m500");
     assert_says(queues, r"imports\u{1b}[2J");
+    // `--json` escapes them as JSON, DEL and C1 (U+009B, a CSI) included.
+    let id = job_id.to_string();
+    for (args, escaped) in [
+        (vec!["status", "--json", &id], r"all is well\u009b2J"),
+        (vec!["dead-letters", "--json"], r"parse\u0007"),
+        (vec!["queue", "list", "--json"], r"imports\u001b[2J"),
+    ] {
+        let json = stdout(&jobwire(&db.url, &args));
+        assert!(
+            !json.chars().any(|c| c.is_control() && c != '\n'),
+            "a raw control character in {args:?}:\n{json:?}"
+        );
+        assert_says(&json, escaped);
+        serde_json::from_str::<serde_json::Value>(&json).unwrap();
+    }
     pool.close().await;
     db.drop_database().await;
 }

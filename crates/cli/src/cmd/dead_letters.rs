@@ -7,7 +7,7 @@ use sqlx::PgPool;
 pub(crate) async fn dead_letters(pool: &PgPool, json: bool) -> Result<()> {
     let groups = jobwire_core::dead_letter_groups(pool).await?;
     if json {
-        outln!("{}", serde_json::to_string_pretty(&groups)?);
+        outln!("{}", crate::output::json_pretty(&groups)?);
         return Ok(());
     }
     if groups.is_empty() {

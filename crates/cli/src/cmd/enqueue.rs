@@ -90,7 +90,7 @@ pub(crate) async fn enqueue(pool: &PgPool, args: EnqueueArgs) -> Result<()> {
     }
     let enqueued = jobwire_core::enqueue(pool, &job).await?;
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&enqueued)?);
+        outln!("{}", crate::output::json_pretty(&enqueued)?);
     } else {
         outln!("{}", enqueued.job_id);
         if enqueued.duplicate {

@@ -55,7 +55,7 @@ const TIME_FORMAT: &str = "%Y-%m-%d %H:%M:%SZ";
 async fn dead_letters(pool: &PgPool, json: bool) -> Result<()> {
     let groups = jobwire_core::outbox_dead_groups(pool).await?;
     if json {
-        outln!("{}", serde_json::to_string_pretty(&groups)?);
+        outln!("{}", crate::output::json_pretty(&groups)?);
         return Ok(());
     }
     if groups.is_empty() {

@@ -132,7 +132,7 @@ pub(crate) async fn queue(pool: &PgPool, command: QueueCommand) -> Result<()> {
                     queue: &queue,
                     limits: &limits,
                 };
-                outln!("{}", serde_json::to_string_pretty(&named)?);
+                outln!("{}", crate::output::json_pretty(&named)?);
             } else {
                 print_limits(&queue, &limits);
             }

@@ -11,7 +11,7 @@ use sqlx::PgPool;
 pub(crate) async fn list(pool: &PgPool, json: bool) -> Result<()> {
     let queues = jobwire_core::queue_overview(pool).await?;
     if json {
-        outln!("{}", serde_json::to_string_pretty(&queues)?);
+        outln!("{}", crate::output::json_pretty(&queues)?);
         return Ok(());
     }
     if queues.is_empty() {

@@ -93,7 +93,7 @@ pub(crate) async fn schedule(pool: &PgPool, command: ScheduleCommand) -> Result<
                     }
                     out.push(value);
                 }
-                outln!("{}", serde_json::to_string_pretty(&out)?);
+                outln!("{}", crate::output::json_pretty(&out)?);
                 return Ok(());
             }
             if schedules.is_empty() {

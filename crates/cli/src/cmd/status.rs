@@ -10,7 +10,7 @@ use uuid::Uuid;
 pub(crate) async fn status(pool: &PgPool, job_id: Uuid, json: bool) -> Result<()> {
     let status = jobwire_core::job_status(pool, job_id).await?;
     if json {
-        outln!("{}", serde_json::to_string_pretty(&status)?);
+        outln!("{}", crate::output::json_pretty(&status)?);
     } else {
         let now = jobwire_core::database_now(pool).await?;
         print_status(&status, now);
@@ -79,6 +79,6 @@ fn print_status(status: &JobStatus, now: DateTime<Utc>) {
     }
     outln!("created    {}", status.created_at.to_rfc3339());
     outln!("finished   {}", time(status.finished_at));
-    // JSON escapes the C0 controls but not DEL or C1 (U+009B is a CSI).
+    // serde_json escapes the C0 controls but not DEL or C1 (U+009B is a CSI).
     outln!("payload    {}", visible(&status.payload.to_string()));
 }

@@ -194,7 +194,7 @@ pub(crate) async fn tenant(pool: &PgPool, command: TenantCommand) -> Result<()> 
             let caps = jobwire_core::tenant_caps(pool, &queue).await?;
             super::queue_state::note_if_unknown(pool, &queue).await?;
             if json {
-                outln!("{}", serde_json::to_string_pretty(&caps)?);
+                outln!("{}", crate::output::json_pretty(&caps)?);
                 return Ok(());
             }
             outln!(
