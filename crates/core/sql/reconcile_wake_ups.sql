@@ -2,7 +2,16 @@
 -- claimable for longer than $1 ms with no change in that time: their
 -- wake-up was lost (a purged queue, a broker that dropped it, a consumer
 -- that died between receive and claim). Each gets a fresh wake-up row, and
--- updated_at is touched so the next re-wake comes a grace period later.
+-- updated_at and rewoken_at are set to the same time. A job whose last
+-- change was such a re-wake (the two still equal) is re-woken again only
+-- after as long as it had already waited at that one (at least the grace,
+-- at most 16 graces): a job whose wake-ups keep arriving nowhere (a broker
+-- queue with no consumer, or one behind a backlog longer than the grace)
+-- is re-woken 1, 2, 4, 8, 16 and 32 graces after it became due, then every
+-- 16 graces, not every grace. Each re-wake is one more message for the
+-- broker to hold, and past the safety net's bound (3 graces by default) a
+-- running worker claims the job from the table anyway. Any other change
+-- of the row ends the back-off (migration 20261206000012).
 -- The caller skips this while the relay lags by more than the grace period
 -- (the wake-ups are then still in the outbox, not lost). Paused queues are
 -- left alone: their jobs get wake-ups when the queue resumes. So is a capped
@@ -15,7 +24,12 @@ WITH stale AS (
       AND j.queue IN (SELECT q.queue FROM job_queues q
                       WHERE q.dispatch = 'broker' AND NOT q.paused)
       AND j.run_after <= now() - $1 * interval '1 millisecond'
-      AND j.updated_at <= now() - $1 * interval '1 millisecond'
+      AND j.updated_at <= now() - CASE
+              WHEN j.rewoken_at = j.updated_at
+              THEN greatest($1 * interval '1 millisecond',
+                            least(j.updated_at - j.run_after, 16 * $1 * interval '1 millisecond'))
+              ELSE $1 * interval '1 millisecond'
+          END
       AND (j.tenant IS NULL OR j.tenant_slot IS NOT NULL
            OR jobwire_tenant_cap(j.queue, j.tenant) IS NULL)
     ORDER BY j.run_after
@@ -24,7 +38,7 @@ WITH stale AS (
 ),
 touched AS (
     UPDATE jobs j
-    SET updated_at = now()
+    SET updated_at = now(), rewoken_at = now()
     FROM stale
     WHERE j.job_id = stale.job_id
     RETURNING j.job_id, j.queue, j.job_type, j.lease_generation, j.traceparent, j.tracestate
