@@ -9,13 +9,14 @@
 -- consumer overnight gained one message per waiting job per minute.
 --
 -- Now a job whose last change was the reconciler's own re-wake waits as
--- long again as it had waited at that re-wake (at least the grace, at most
--- 16 graces) before the next one (crates/core/sql/reconcile_wake_ups.sql).
+-- long as it had been due at that re-wake (at least the grace, at most 16
+-- graces) before the next one (crates/core/sql/reconcile_wake_ups.sql).
 -- `rewoken_at` is when the reconciler last re-woke the job; it is that
 -- re-wake's `updated_at`, so any later change of the row (a claim, a retry,
--- a slot handed over, a resume) ends the back-off and the next re-wake
--- comes one grace after that change, as before. Nothing else writes it;
--- jobs_history does not keep it.
+-- a slot handed over) ends the back-off and the next re-wake comes one
+-- grace after that change, as before; so does a later change of the
+-- job's queue (a resume, a move, new limits: `job_queues.updated_at`).
+-- Nothing else writes it; jobs_history does not keep it.
 --
 -- Adding a nullable column without a default changes only the catalog. It
 -- needs the table's lock for a moment, and waits at most 10 s for it.

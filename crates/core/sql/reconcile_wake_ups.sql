@@ -3,15 +3,19 @@
 -- wake-up was lost (a purged queue, a broker that dropped it, a consumer
 -- that died between receive and claim). Each gets a fresh wake-up row, and
 -- updated_at and rewoken_at are set to the same time. A job whose last
--- change was such a re-wake (the two still equal) is re-woken again only
--- after as long as it had already waited at that one (at least the grace,
--- at most 16 graces): a job whose wake-ups keep arriving nowhere (a broker
+-- change was such a re-wake (the two still equal, and its queue not
+-- resumed, moved or reconfigured since: those write fresh wake-ups or
+-- change what is due without touching every job) is re-woken again only
+-- after as long as it had been due at that re-wake (at least the grace,
+-- at most 16 graces). A job whose wake-ups keep arriving nowhere (a broker
 -- queue with no consumer, or one behind a backlog longer than the grace)
--- is re-woken 1, 2, 4, 8, 16 and 32 graces after it became due, then every
--- 16 graces, not every grace. Each re-wake is one more message for the
--- broker to hold, and past the safety net's bound (3 graces by default) a
--- running worker claims the job from the table anyway. Any other change
--- of the row ends the back-off (migration 20261206000012).
+-- and that nothing else changes is re-woken 1, 2, 4, 8, 16 and 32 graces
+-- after it became due, then every 16 graces, not every grace: each
+-- re-wake is one more message for the broker to hold, and a running
+-- worker's safety net claims a job that has been due for 3 graces (by
+-- default) from the table anyway. Any other change of the job makes its
+-- next re-wake come one grace after that change (migration
+-- 20261206000012).
 -- The caller skips this while the relay lags by more than the grace period
 -- (the wake-ups are then still in the outbox, not lost). Paused queues are
 -- left alone: their jobs get wake-ups when the queue resumes. So is a capped
@@ -26,6 +30,7 @@ WITH stale AS (
       AND j.run_after <= now() - $1 * interval '1 millisecond'
       AND j.updated_at <= now() - CASE
               WHEN j.rewoken_at = j.updated_at
+                   AND j.rewoken_at > (SELECT q.updated_at FROM job_queues q WHERE q.queue = j.queue)
               THEN greatest($1 * interval '1 millisecond',
                             least(j.updated_at - j.run_after, 16 * $1 * interval '1 millisecond'))
               ELSE $1 * interval '1 millisecond'

@@ -2,7 +2,7 @@
 //! wake-up went missing gets a fresh one after the grace period, and a job
 //! the reconciler re-woke before waits as long again as it had already
 //! waited before the next re-wake (at most 16 graces), until anything else
-//! changes it.
+//! changes it or its queue.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -14,16 +14,17 @@ use uuid::Uuid;
 
 const GRACE: Duration = Duration::from_secs(60);
 
-/// A job on broker queue `b` whose enqueue's wake-up is gone, due
+/// A job on broker queue `queue` whose enqueue's wake-up is gone, due
 /// `due_minutes_ago`, last changed `changed_minutes_ago`, and last re-woken
 /// by the reconciler `rewoken_minutes_ago` (if ever).
 async fn waiting_job(
     pool: &PgPool,
+    queue: &str,
     due_minutes_ago: i32,
     changed_minutes_ago: i32,
     rewoken_minutes_ago: Option<i32>,
 ) -> Uuid {
-    let job = NewJob::new("work", json!({})).with_queue("b");
+    let job = NewJob::new("work", json!({})).with_queue(queue);
     let id = jobwire_core::enqueue(pool, &job).await.unwrap().job_id;
     sqlx::query(
         "UPDATE jobs
@@ -57,27 +58,52 @@ async fn reconcile(pool: &PgPool) -> BTreeSet<Uuid> {
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_job_the_reconciler_re_woke_waits_longer_for_the_next_re_wake(pool: PgPool) {
-    jobwire_core::set_queue_dispatch(&pool, "b", &Dispatch::Broker { topic: "t".into() })
+    for queue in ["b", "resumed"] {
+        let topic = Dispatch::Broker {
+            topic: format!("t-{queue}"),
+        };
+        jobwire_core::set_queue_dispatch(&pool, queue, &topic)
+            .await
+            .unwrap();
+    }
+    // Queue `b` was set up long before any of the re-wakes below.
+    sqlx::query("UPDATE job_queues SET updated_at = now() - interval '3 hours' WHERE queue = 'b'")
+        .execute(&pool)
         .await
         .unwrap();
     // Never re-woken, unchanged for two minutes: its wake-up was lost.
-    let lost_once = waiting_job(&pool, 2, 2, None).await;
+    let lost_once = waiting_job(&pool, "b", 2, 2, None).await;
     // Re-woken two minutes ago after waiting eight: waits eight more.
-    let waited_long = waiting_job(&pool, 10, 2, Some(2)).await;
+    let waited_long = waiting_job(&pool, "b", 10, 2, Some(2)).await;
     // Re-woken two minutes ago after waiting one: the grace, as before.
-    let waited_briefly = waiting_job(&pool, 3, 2, Some(2)).await;
+    let waited_briefly = waiting_job(&pool, "b", 3, 2, Some(2)).await;
     // Re-woken 17 minutes ago after waiting nearly two hours: 16 graces at most.
-    let waited_hours = waiting_job(&pool, 120, 17, Some(17)).await;
+    let waited_hours = waiting_job(&pool, "b", 120, 17, Some(17)).await;
     // Re-woken five minutes ago, changed by something else since: the
     // back-off ends, and the grace counts from the change.
-    let changed_since = waiting_job(&pool, 10, 2, Some(5)).await;
+    let changed_since = waiting_job(&pool, "b", 10, 2, Some(5)).await;
+    // As `waited_long`, on a queue resumed a minute ago (which wrote fresh
+    // wake-ups without touching the job): the back-off ends.
+    let queue_changed_since = waiting_job(&pool, "resumed", 10, 2, Some(2)).await;
+    sqlx::query(
+        "UPDATE job_queues SET updated_at = now() - interval '1 minute' WHERE queue = 'resumed'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
     // Unchanged for less than the grace: not yet.
-    let recent = waiting_job(&pool, 10, 0, None).await;
+    let recent = waiting_job(&pool, "b", 10, 0, None).await;
 
     let woken = reconcile(&pool).await;
     assert_eq!(
         woken,
-        BTreeSet::from([lost_once, waited_briefly, waited_hours, changed_since]),
+        BTreeSet::from([
+            lost_once,
+            waited_briefly,
+            waited_hours,
+            changed_since,
+            queue_changed_since
+        ]),
         "waited_long {waited_long}, recent {recent}"
     );
     for id in &woken {

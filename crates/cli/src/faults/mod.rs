@@ -196,7 +196,7 @@ pub(crate) async fn run(server_url: &str, args: FaultArgs) -> Result<()> {
     }
     let report = outcome?;
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", crate::output::json_pretty(&report)?);
     } else {
         out!("{}", report.to_text());
     }
@@ -490,7 +490,7 @@ async fn recheck(server_url: &str, database: &str, args: &FaultArgs) -> Result<(
     .await?;
     let failed = checks.iter().filter(|check| !check.passed()).count();
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&checks)?);
+        outln!("{}", crate::output::json_pretty(&checks)?);
     } else {
         out!("{}", report::checks_table(&checks));
     }

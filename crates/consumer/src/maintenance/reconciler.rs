@@ -47,7 +47,9 @@ impl ReconcilerConfig {
 /// Re-wakes jobs of broker-dispatched queues whose wake-up went missing (a
 /// purged queue, a broker that lost messages, a consumer that died between
 /// receive and claim), so that no job depends on a broker keeping its
-/// promise. Recovery time is bounded by `grace` plus `interval`. Every
+/// promise. A lost wake-up is replaced after about `grace` plus `interval`;
+/// a job it has re-woken and that nothing else changed is re-woken again
+/// after as long as it had been due (at most 16 × `grace`). Every
 /// `idle_tenant_sweep` it also deletes the slot rows of capped tenants
 /// with nothing running or waiting.
 #[derive(Debug, Clone)]
