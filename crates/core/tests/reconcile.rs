@@ -1,8 +1,8 @@
 //! The wake-up reconciler's statement: a due job of a broker queue whose
 //! wake-up went missing gets a fresh one after the grace period, and a job
-//! the reconciler re-woke before waits as long again as it had already
-//! waited before the next re-wake (at most 16 graces), until anything else
-//! changes it or its queue.
+//! the reconciler re-woke before waits as long as it had been due at that
+//! re-wake before the next one (at least the grace, at most 16 graces),
+//! until anything else changes it or its queue.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
