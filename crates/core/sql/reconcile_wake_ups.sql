@@ -24,13 +24,11 @@
 WITH stale AS (
     SELECT j.job_id
     FROM jobs j
+    JOIN job_queues q ON q.queue = j.queue AND q.dispatch = 'broker' AND NOT q.paused
     WHERE j.state IN ('QUEUED', 'RETRY_WAIT')
-      AND j.queue IN (SELECT q.queue FROM job_queues q
-                      WHERE q.dispatch = 'broker' AND NOT q.paused)
       AND j.run_after <= now() - $1 * interval '1 millisecond'
       AND j.updated_at <= now() - CASE
-              WHEN j.rewoken_at = j.updated_at
-                   AND j.rewoken_at > (SELECT q.updated_at FROM job_queues q WHERE q.queue = j.queue)
+              WHEN j.rewoken_at = j.updated_at AND j.rewoken_at > q.updated_at
               THEN greatest($1 * interval '1 millisecond',
                             least(j.updated_at - j.run_after, 16 * $1 * interval '1 millisecond'))
               ELSE $1 * interval '1 millisecond'
