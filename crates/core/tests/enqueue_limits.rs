@@ -309,6 +309,59 @@ async fn a_deep_queue_sheds_low_priority_work_first(pool: PgPool) {
     );
 }
 
+/// Shedding counts the jobs of the enqueue itself: one batch of low-priority
+/// jobs passed the depth by all it held, filled the queue to its cap, and
+/// the next urgent job was refused as "full" (the room the depth keeps for
+/// urgent work was gone). A batch is taken only while the queue, with it,
+/// stays within the depth.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_batch_of_low_priority_work_cannot_pass_the_shedding_depth(pool: PgPool) {
+    let shedding = QueueLimits {
+        max_queued: Some(10),
+        shed: Some(Shedding {
+            depth: 5,
+            priority: 0,
+        }),
+        ..QueueLimits::default()
+    };
+    jobwire_core::set_queue_limits(&pool, "q", &shedding)
+        .await
+        .unwrap();
+    let low = || job("q").with_priority(5);
+    enqueue_many(&pool, &vec![low(); 4]).await.unwrap();
+    match enqueue_many(&pool, &vec![low(); 6]).await {
+        Err(Error::QueueFull {
+            reason: FullReason::Shed,
+            limit: 5,
+            message,
+            ..
+        }) => assert!(
+            message.contains("would hold more than 5 waiting jobs"),
+            "{message}"
+        ),
+        other => panic!("expected shedding, got {other:?}"),
+    }
+    assert_eq!(
+        jobs_in(&pool, "q").await,
+        4,
+        "a refused batch writes nothing"
+    );
+    // The batch that reaches the depth exactly gets in; the next low job not.
+    enqueue_many(&pool, &[low()]).await.unwrap();
+    assert!(matches!(
+        enqueue(&pool, &low()).await,
+        Err(Error::QueueFull {
+            reason: FullReason::Shed,
+            ..
+        })
+    ));
+    // The room above the depth is still there for urgent work.
+    enqueue_many(&pool, &vec![job("q").with_priority(-1); 5])
+        .await
+        .unwrap();
+    assert_eq!(jobs_in(&pool, "q").await, 10);
+}
+
 /// Shedding from the cap's depth on (or deeper) would never refuse
 /// anything: the queue is full first. Refused, and the limits stay as they
 /// were.

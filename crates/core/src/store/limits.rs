@@ -151,8 +151,10 @@ impl TenantLimits {
     }
 }
 
-/// Shedding: while the queue holds `depth` or more waiting jobs, only jobs
-/// of `priority` or more urgent (a lower number) are taken.
+/// Shedding: an enqueue holding a job less urgent than `priority` (a
+/// higher number) is taken only while the queue, with the enqueue's own
+/// jobs, holds at most `depth` waiting jobs; once `depth` wait, only jobs
+/// of `priority` or more urgent are taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Shedding {
     /// Waiting jobs from which less urgent enqueues are refused.
