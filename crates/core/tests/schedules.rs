@@ -4,8 +4,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use chrono::{DateTime, Timelike, Utc};
+use chrono::{DateTime, Datelike, Timelike, Utc};
 use jobwire_core::{Error, MissedRuns, NewJob, ScheduleSpec};
+use jobwire_test_support::until_a_session_waits_for_a_lock;
 use serde_json::json;
 use sqlx::PgPool;
 
@@ -149,6 +150,96 @@ async fn a_schedule_is_created_replaced_paused_and_removed(pool: PgPool) {
             .await
             .unwrap()
     );
+}
+
+/// A resume computes the next occurrence from the cron the row holds once
+/// it has the row: a put committing meanwhile (here its update, held open)
+/// had its new cron stored beside a time of the old one, and a yearly
+/// schedule fired the next minute.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_resume_follows_the_cron_a_concurrent_put_stored(pool: PgPool) {
+    jobwire_core::put_schedule(&pool, &spec("report", "* * * * *"))
+        .await
+        .unwrap();
+    jobwire_core::set_schedule_paused(&pool, "report", true)
+        .await
+        .unwrap();
+    let new_year = DateTime::parse_from_rfc3339("2099-01-01T00:00:00Z")
+        .unwrap()
+        .to_utc();
+    let mut put = pool.begin().await.unwrap();
+    sqlx::query("UPDATE job_schedules SET cron = '0 0 1 1 *', next_run_at = $2 WHERE name = $1")
+        .bind("report")
+        .bind(new_year)
+        .execute(&mut *put)
+        .await
+        .unwrap();
+    let resume = tokio::spawn({
+        let pool = pool.clone();
+        async move { jobwire_core::set_schedule_paused(&pool, "report", false).await }
+    });
+    until_a_session_waits_for_a_lock(&pool).await;
+    put.commit().await.unwrap();
+    assert!(resume.await.unwrap().unwrap());
+    let next = jobwire_core::get_schedule(&pool, "report")
+        .await
+        .unwrap()
+        .unwrap()
+        .next_run_at
+        .unwrap();
+    assert_eq!(
+        (next.month(), next.day(), next.hour(), next.minute()),
+        (1, 1, 0, 0),
+        "a yearly schedule resumed at {next}"
+    );
+}
+
+/// A put of a new cron waits for a scheduler firing the schedule, and
+/// restarts after what it fired. With the clock read before the wait, an
+/// occurrence that came due meanwhile was fired under the old definition
+/// and stored as due again under the new one: with a new job type, a
+/// second job for the same instant.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_put_restarts_after_what_a_scheduler_fired_meanwhile(pool: PgPool) {
+    let every_second = |cron: &str, job_type: &str| ScheduleSpec {
+        job: NewJob::new(job_type, json!({})),
+        ..spec("tick", cron)
+    };
+    jobwire_core::put_schedule(&pool, &every_second("* * * * * *", "tick_v1"))
+        .await
+        .unwrap();
+    // A scheduler holds the schedule's row while it fires.
+    let mut scheduler = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM job_schedules WHERE name = 'tick' FOR UPDATE")
+        .execute(&mut *scheduler)
+        .await
+        .unwrap();
+    let put = tokio::spawn({
+        let pool = pool.clone();
+        let spec = every_second("*/1 * * * * *", "tick_v2");
+        async move { jobwire_core::put_schedule(&pool, &spec).await }
+    });
+    until_a_session_waits_for_a_lock(&pool).await;
+    // An occurrence comes due while it waits, and the scheduler fires it.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let fired: DateTime<Utc> = sqlx::query_scalar(
+        "UPDATE job_schedules
+         SET last_fired_for = date_trunc('second', clock_timestamp()),
+             next_run_at = date_trunc('second', clock_timestamp()) + interval '1 second'
+         WHERE name = 'tick' RETURNING last_fired_for",
+    )
+    .fetch_one(&mut *scheduler)
+    .await
+    .unwrap();
+    scheduler.commit().await.unwrap();
+    assert!(!put.await.unwrap().unwrap(), "replaced");
+    let stored = jobwire_core::get_schedule(&pool, "tick")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.cron, "*/1 * * * * *");
+    let next = stored.next_run_at.unwrap();
+    assert!(next > fired, "{next} is due again though {fired} was fired");
 }
 
 /// An hourly schedule whose scheduler was down for three of its occurrences:

@@ -233,10 +233,20 @@ impl Schedule {
 /// restarts at the next occurrence after now.
 pub async fn put_schedule(pool: &PgPool, spec: &ScheduleSpec) -> Result<bool> {
     let schedule = spec.validate()?;
+    // The schedule's row is locked before the clock is read: a scheduler
+    // firing an occurrence meanwhile is waited for, so a new cron restarts
+    // after it. With the clock read first, an occurrence due between that
+    // read and the write was fired under the old definition and stored as
+    // due again under the new one (twice, with a new job type).
+    let mut tx = pool.begin().await?;
+    sqlx::query(include_str!("../../sql/lock_schedule.sql"))
+        .bind(&spec.name)
+        .execute(&mut *tx)
+        .await?;
     let (size, limit, now): (i32, i32, DateTime<Utc>) =
         sqlx::query_as(include_str!("../../sql/schedule_put_check.sql"))
             .bind(&spec.job.payload)
-            .fetch_one(pool)
+            .fetch_one(&mut *tx)
             .await?;
     let (size, limit) = (
         usize::try_from(size).unwrap_or(usize::MAX),
@@ -259,8 +269,9 @@ pub async fn put_schedule(pool: &PgPool, spec: &ScheduleSpec) -> Result<bool> {
         .bind(schedule.next_after(now))
         .bind(spec.max_catch_up as i32)
         .bind(&spec.job.tenant)
-        .fetch_one(pool)
+        .fetch_one(&mut *tx)
         .await?;
+    tx.commit().await?;
     Ok(created)
 }
 
@@ -296,11 +307,23 @@ pub async fn delete_schedule<'c, E: PgExecutor<'c>>(executor: E, name: &str) -> 
 /// after now (what fell in the pause does not count as missed). Returns
 /// false when there is no such schedule.
 pub async fn set_schedule_paused(pool: &PgPool, name: &str, paused: bool) -> Result<bool> {
-    let next = match get_schedule(pool, name).await? {
+    // The next occurrence is computed from the cron the row holds under
+    // this transaction's lock: read before it, a put committing meanwhile
+    // had its new cron stored beside a time of the old one (a yearly
+    // schedule fired the next minute).
+    let mut tx = pool.begin().await?;
+    let locked: Option<(String, String)> =
+        sqlx::query_as(include_str!("../../sql/lock_schedule.sql"))
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?;
+    let next = match locked {
         None => return Ok(false),
-        Some(schedule) if !paused => {
-            let now = super::database_now(pool).await?;
-            CronSchedule::parse(&schedule.cron, &schedule.timezone)?.next_after(now)
+        Some((cron, timezone)) if !paused => {
+            let now: DateTime<Utc> = sqlx::query_scalar(include_str!("../../sql/db_clock_now.sql"))
+                .fetch_one(&mut *tx)
+                .await?;
+            CronSchedule::parse(&cron, &timezone)?.next_after(now)
         }
         Some(_) => None,
     };
@@ -309,8 +332,9 @@ pub async fn set_schedule_paused(pool: &PgPool, name: &str, paused: bool) -> Res
             .bind(name)
             .bind(paused)
             .bind(next)
-            .fetch_optional(pool)
+            .fetch_optional(&mut *tx)
             .await?;
+    tx.commit().await?;
     Ok(changed.is_some())
 }
 
