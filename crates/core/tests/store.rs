@@ -697,6 +697,12 @@ async fn bad_input_is_rejected_before_anything_is_written(pool: PgPool) {
             NewJob::new("noop", json!({})).with_dedup_key(""),
             "INVALID_JOB",
         ),
+        // A schedule's occurrence key: the job would stand in for that
+        // occurrence, which its scheduler would then count as fired.
+        (
+            NewJob::new("noop", json!({})).with_dedup_key("schedule:digest@2026-12-06T22:38:00Z"),
+            "INVALID_JOB",
+        ),
     ];
     for (job, code) in cases {
         let err = jobwire_core::enqueue(&pool, &job).await.unwrap_err();

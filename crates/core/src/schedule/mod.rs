@@ -15,10 +15,15 @@ pub use jitter::jitter_for;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 
+/// How every occurrence's dedup key begins. The enqueue refuses keys that
+/// begin so: a job enqueued with an occurrence's key would stand in for
+/// that occurrence, which its scheduler then counts as fired.
+pub const OCCURRENCE_KEY_PREFIX: &str = "schedule:";
+
 /// The dedup key of a schedule's occurrence.
 pub fn occurrence_key(schedule: &str, nominal: DateTime<Utc>) -> String {
     format!(
-        "schedule:{schedule}@{}",
+        "{OCCURRENCE_KEY_PREFIX}{schedule}@{}",
         nominal.to_rfc3339_opts(SecondsFormat::Secs, true)
     )
 }

@@ -177,6 +177,17 @@ impl Enqueuer {
                 reason: format!("must be 1 to {MAX_DEDUP_KEY_LEN} bytes"),
             });
         }
+        if let Some(key) = &job.dedup_key
+            && key.starts_with(crate::schedule::OCCURRENCE_KEY_PREFIX)
+        {
+            return Err(Error::InvalidJob {
+                field: "dedup_key",
+                reason: format!(
+                    "keys beginning with {:?} are kept for schedules' occurrences",
+                    crate::schedule::OCCURRENCE_KEY_PREFIX
+                ),
+            });
+        }
         if let Some(tenant) = &job.tenant {
             name("tenant", tenant)?;
         }
