@@ -1035,6 +1035,51 @@ async fn the_sweeper_returns_expired_leases_by_the_lifecycle(pool: PgPool) {
     );
 }
 
+/// A replay of one dead letter that another session holds (the retention
+/// pass archiving it, another replay) waits for it. It used to skip the
+/// locked row and answer "only FAILED jobs can be replayed" about a FAILED
+/// job. Once archived, the answer says so.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_replay_of_a_busy_dead_letter_waits_for_it(pool: PgPool) {
+    let mut dead = Vec::new();
+    for _ in 0..2 {
+        let job_id = enqueue(&pool, NewJob::new("export", json!({})).with_max_attempts(1)).await;
+        let claimed = claim_one(&pool, "w1").await;
+        jobwire_core::fail(&pool, "w1", claimed.lease, None, "E1", "boom")
+            .await
+            .unwrap();
+        dead.push(job_id);
+    }
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM jobs WHERE job_id = $1 FOR UPDATE")
+        .bind(dead[0])
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let replay = tokio::spawn({
+        let pool = pool.clone();
+        let job_id = dead[0];
+        async move { jobwire_core::replay_dead_job(&pool, job_id, "ops", "try").await }
+    });
+    until_a_session_waits_for_a_lock(&pool).await;
+    holder.rollback().await.unwrap();
+    replay.await.unwrap().unwrap();
+    let replayed = jobwire_core::job_status(&pool, dead[0]).await.unwrap();
+    assert_eq!(replayed.state, JobState::Queued);
+
+    // The other one archived: refused, and the reason names it.
+    jobwire_core::archive_finished(&pool, Duration::ZERO, Duration::ZERO, 10)
+        .await
+        .unwrap();
+    match jobwire_core::replay_dead_job(&pool, dead[1], "ops", "try").await {
+        Err(Error::WrongState { state, reason, .. }) => {
+            assert_eq!(state, JobState::Failed);
+            assert!(reason.contains("archived"), "{reason}");
+        }
+        other => panic!("expected WrongState, got {other:?}"),
+    }
+}
+
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn replay_brings_dead_letters_back_audited(pool: PgPool) {
     let mut failed = Vec::new();

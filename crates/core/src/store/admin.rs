@@ -150,13 +150,27 @@ where
         limit: 1,
         ..ReplayFilter::default()
     };
-    let replayed = replay(&mut *conn, Some(job_id), &filter, actor, reason).await?;
+    // The row is locked first, waiting for whoever holds it (the retention
+    // pass archiving it, another replay): the replay statement skips
+    // locked rows, as a group's replay must, and then found no FAILED job
+    // here and said so about one that was only busy.
+    let mut tx = conn.begin().await?;
+    sqlx::query(include_str!("../../sql/lock_job.sql"))
+        .bind(job_id)
+        .execute(&mut *tx)
+        .await?;
+    let replayed = replay(&mut *tx, Some(job_id), &filter, actor, reason).await?;
+    tx.commit().await?;
     if replayed.is_empty() {
         let status = job_status(&mut *conn, job_id).await?;
         return Err(Error::WrongState {
             job_id,
             state: status.state,
-            reason: "only FAILED jobs can be replayed",
+            reason: if status.archived {
+                "an archived job cannot be replayed (retention moved it to jobs_history)"
+            } else {
+                "only FAILED jobs can be replayed"
+            },
         });
     }
     Ok(())
