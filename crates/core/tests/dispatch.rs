@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use jobwire_core::{Dispatch, NewJob};
+use jobwire_core::{ClaimMiss, Dispatch, NewJob};
+use jobwire_test_support::until_a_session_waits_for_a_lock;
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -226,4 +227,47 @@ async fn two_declarations_of_one_move_wake_each_job_once(pool: PgPool) {
     for id in waiting {
         assert_eq!(wake_ups(&pool, id).await, vec![moved_to("t", true)]);
     }
+}
+
+/// A resume makes itself seen before it reads the jobs to wake. As one
+/// statement it read the jobs of its start: a job enqueued while it ran,
+/// whose wake-up a consumer meanwhile found the queue paused for (and
+/// acknowledged), got a wake-up from neither and waited for the
+/// reconciler. Here the resume waits for the queue's row, which another
+/// change holds, while the job comes and its wake-up is missed.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_job_whose_wake_up_came_while_its_queue_resumed_is_woken(pool: PgPool) {
+    jobwire_core::set_queue_dispatch(&pool, "q", &broker("t"))
+        .await
+        .unwrap();
+    jobwire_core::set_queue_paused(&pool, "q", true)
+        .await
+        .unwrap();
+    let mut change = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM job_queues WHERE queue = 'q' FOR UPDATE")
+        .execute(&mut *change)
+        .await
+        .unwrap();
+    let resume = tokio::spawn({
+        let pool = pool.clone();
+        async move { jobwire_core::resume_queue(&pool, "q").await }
+    });
+    until_a_session_waits_for_a_lock(&pool).await;
+
+    let late = enqueue(&pool, NewJob::new("work", json!({}))).await;
+    let missed = jobwire_core::claim_by_ids(&pool, &[late], &["q".to_owned()], "c", LEASE)
+        .await
+        .unwrap();
+    assert!(missed.claimed.is_empty());
+    assert!(
+        matches!(missed.missed.as_slice(), [(id, ClaimMiss::Paused)] if *id == late),
+        "{:?}",
+        missed.missed
+    );
+
+    change.commit().await.unwrap();
+    assert_eq!(resume.await.unwrap().unwrap(), 1);
+    let woken = wake_ups(&pool, late).await;
+    assert_eq!(woken.len(), 2, "{woken:?}");
+    assert_eq!(woken[1], ("t".to_owned(), Some("resume".to_owned()), true));
 }

@@ -1,6 +1,6 @@
 //! Per-queue settings: dispatch mode and pause.
 
-use sqlx::PgExecutor;
+use sqlx::{PgExecutor, PgPool};
 
 use super::tenants::argument;
 use crate::{Dispatch, Result};
@@ -41,23 +41,19 @@ pub async fn set_queue_dispatch<'c, E: PgExecutor<'c>>(
 }
 
 /// Pause (no claims, on either path) or resume a queue. Enqueue keeps
-/// working while paused. Resuming wakes the queue's waiting jobs in the same
-/// statement (see [`resume_queue`]). A queue name is checked as the enqueue
-/// checks it: not blank, at most 255 bytes, no control characters.
-pub async fn set_queue_paused<'c, E: PgExecutor<'c>>(
-    executor: E,
-    queue: &str,
-    paused: bool,
-) -> Result<()> {
+/// working while paused. Resuming wakes the queue's waiting jobs right after
+/// (see [`resume_queue`]). A queue name is checked as the enqueue checks
+/// it: not blank, at most 255 bytes, no control characters.
+pub async fn set_queue_paused(pool: &PgPool, queue: &str, paused: bool) -> Result<()> {
     if !paused {
-        resume_queue(executor, queue).await?;
+        resume_queue(pool, queue).await?;
         return Ok(());
     }
     argument("queue", queue)?;
     sqlx::query(include_str!("../../sql/set_queue_paused.sql"))
         .bind(queue)
         .bind(paused)
-        .execute(executor)
+        .execute(pool)
         .await?;
     Ok(())
 }
@@ -66,13 +62,24 @@ pub async fn set_queue_paused<'c, E: PgExecutor<'c>>(
 /// every due job of a broker-dispatched queue (the ones that arrived while it
 /// was paused were acknowledged as misses), a NOTIFY for a PostgreSQL-path
 /// queue. Returns how many broker wake-ups were written.
-pub async fn resume_queue<'c, E: PgExecutor<'c>>(executor: E, queue: &str) -> Result<u64> {
+///
+/// Two statements, each committed on its own: the resume, then the
+/// wake-ups, read after the resume is seen by every claim
+/// (resume_queue.sql says why). So it takes a pool, not a transaction.
+pub async fn resume_queue(pool: &PgPool, queue: &str) -> Result<u64> {
     argument("queue", queue)?;
-    let woken: i64 = sqlx::query_scalar(include_str!("../../sql/resume_queue.sql"))
+    sqlx::query(include_str!("../../sql/set_queue_paused.sql"))
         .bind(queue)
-        .fetch_one(executor)
+        .bind(false)
+        .execute(pool)
         .await?;
-    Ok(u64::try_from(woken).unwrap_or(0))
+    // No row: paused again since (the pause's own wake-ups come with the
+    // next resume).
+    let woken: Option<i64> = sqlx::query_scalar(include_str!("../../sql/resume_queue.sql"))
+        .bind(queue)
+        .fetch_optional(pool)
+        .await?;
+    Ok(woken.map_or(0, |woken| u64::try_from(woken).unwrap_or(0)))
 }
 
 /// Whether `queue` was declared or holds a job: the queues
