@@ -262,7 +262,14 @@ impl Relay {
                         first_failure =
                             Some((row.id, row.topic.as_str(), row.attempts + 1, error.clone()));
                     }
-                    if row.attempts + 1 >= self.config.max_attempts {
+                    // A row the broker could not take now (one destination
+                    // down while the others publish) waits and counts its
+                    // attempts for the back-off, but is not given up on:
+                    // like an outage of the whole broker, it is no fault of
+                    // the message, and its job still waits for it. Only a
+                    // refusal moves a row aside.
+                    let unavailable = matches!(err, PublishError::Unavailable(_));
+                    if row.attempts + 1 >= self.config.max_attempts && !unavailable {
                         dead_ids.push(row.id);
                         dead_errors.push(error);
                     } else {

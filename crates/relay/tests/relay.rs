@@ -927,3 +927,126 @@ async fn a_relay_refuses_a_topic_lane_in_per_key_mode(pool: PgPool) {
     let invalid = refused_setting(pool, config).await;
     assert_eq!(invalid.setting, "relay.lane", "{invalid}");
 }
+
+/// A broker with one destination down: its messages fail as unavailable
+/// while the others publish (through an in-memory transport).
+struct OneTopicDown {
+    inner: MemoryTransport,
+    down: String,
+    is_down: Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[async_trait::async_trait]
+impl Transport for OneTopicDown {
+    fn name(&self) -> &'static str {
+        "one-topic-down"
+    }
+
+    fn address(&self) -> String {
+        self.inner.address()
+    }
+
+    fn capabilities(&self) -> jobwire_transport::Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn publish(
+        &self,
+        batch: &[jobwire_transport::Envelope],
+    ) -> Vec<Result<(), jobwire_transport::PublishError>> {
+        let mut results = Vec::with_capacity(batch.len());
+        for envelope in batch {
+            if envelope.topic == self.down && self.is_down.load(std::sync::atomic::Ordering::SeqCst)
+            {
+                results.push(Err(jobwire_transport::PublishError::Unavailable(
+                    "no leader for the partition".into(),
+                )));
+            } else {
+                results.extend(self.inner.publish(std::slice::from_ref(envelope)).await);
+            }
+        }
+        results
+    }
+
+    async fn subscribe(
+        &self,
+        topic: &str,
+        options: &SubscribeOptions,
+    ) -> Result<Box<dyn jobwire_transport::Subscriber>, jobwire_transport::TransportError> {
+        self.inner.subscribe(topic, options).await
+    }
+
+    async fn close(&self) -> Result<(), jobwire_transport::TransportError> {
+        self.inner.close().await
+    }
+}
+
+/// One destination down while the others publish (a Kafka topic without a
+/// leader, a RabbitMQ connection lost mid-batch) is no fault of its rows:
+/// they wait and retry past `max_attempts`, and are published once it is
+/// back. They were moved aside to `job_outbox_dead` after `max_attempts`
+/// passes shared with rows that published (about 51 s at the defaults),
+/// while their jobs still waited for them.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_destination_down_while_others_publish_keeps_its_rows(pool: PgPool) {
+    let memory = MemoryTransport::default();
+    let mut subscriber = memory
+        .subscribe("down", &SubscribeOptions::default())
+        .await
+        .unwrap();
+    let is_down = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let transport = Arc::new(OneTopicDown {
+        inner: memory.clone(),
+        down: "down".into(),
+        is_down: is_down.clone(),
+    });
+    let ids = write_outbox_rows(&pool, "down", 1, 1).await.unwrap();
+    let relay = RunningRelay::start(
+        &pool,
+        transport,
+        RelayConfig {
+            max_attempts: 3,
+            ..fast_config()
+        },
+    );
+    // Rows for a destination that is up, all along, so that the down row's
+    // retries share passes with rows that publish.
+    let writing = tokio::spawn({
+        let pool = pool.clone();
+        async move {
+            loop {
+                write_outbox_rows(&pool, "up", 1, 1).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    });
+    let mut attempts = 0;
+    for _ in 0..600 {
+        let dead: i64 = sqlx::query_scalar("SELECT count(*) FROM job_outbox_dead")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(
+            dead, 0,
+            "a row of a destination that was down was moved aside"
+        );
+        attempts = sqlx::query_scalar("SELECT attempts FROM job_outbox WHERE id = $1")
+            .bind(ids[0])
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        if attempts > 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(attempts > 3, "the down row was retried {attempts} times");
+    writing.abort();
+    is_down.store(false, std::sync::atomic::Ordering::SeqCst);
+    let received = drain_subscriber(subscriber.as_mut(), 1, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(received[0].1, ids[0]);
+    wait_for_empty_outbox(&pool, Duration::from_secs(30)).await;
+    relay.stop().await;
+}
