@@ -33,6 +33,10 @@ pub struct Environment {
     pub relay_batch_size: usize,
     /// Relay drain tasks on the broker paths.
     pub relay_concurrency: usize,
+    /// With a Kafka path in the run: how often (ms) its topics were trimmed
+    /// below the consumer group's committed offsets, 0 if never. `None`
+    /// without a Kafka path.
+    pub kafka_trim_ms: Option<u64>,
 }
 
 /// Read the environment.
@@ -66,6 +70,7 @@ pub async fn environment(pool: &PgPool) -> Result<Environment> {
         metrics: false,
         relay_batch_size: RelayConfig::default().batch_size,
         relay_concurrency: RelayConfig::default().concurrency,
+        kafka_trim_ms: None,
     })
 }
 

@@ -88,8 +88,12 @@ pub(crate) async fn fresh_queue(
 }
 
 /// A started bench process: a node with a worker and, on broker paths, its
-/// relay lanes.
-pub(crate) struct Running(RunningNode);
+/// relay lanes; on the Kafka path, the trimming of its topics.
+pub(crate) struct Running {
+    node: RunningNode,
+    #[cfg(feature = "kafka")]
+    trimming: Option<crate::kafka_trim::Trimming>,
+}
 
 pub(crate) fn start(
     pool: &PgPool,
@@ -119,6 +123,9 @@ pub(crate) fn start_queues(
     config: &BenchConfig,
     runs: &Runs,
 ) -> Running {
+    let group = format!("bench-{}", Uuid::new_v4().simple());
+    #[cfg(feature = "kafka")]
+    let queue_names: Vec<String> = queues.iter().map(|queue| queue.name.clone()).collect();
     let worker_config = WorkerConfig {
         runtime: RuntimeConfig {
             completion_linger: config.completion_linger,
@@ -131,7 +138,7 @@ pub(crate) fn start_queues(
         receive_wait: Duration::from_millis(200),
         // A consumer group of its own: no run waits on another's members.
         subscribe: jobwire_transport::SubscribeOptions {
-            group: format!("bench-{}", Uuid::new_v4().simple()),
+            group: group.clone(),
             ..jobwire_transport::SubscribeOptions::default()
         },
         ..WorkerConfig::default()
@@ -173,12 +180,41 @@ pub(crate) fn start_queues(
         .with_worker(worker)
         .start()
         .expect("a node without maintenance has no settings to reject");
-    Running(node)
+    Running {
+        node,
+        #[cfg(feature = "kafka")]
+        trimming: trim_kafka(pool, path, group, queue_names, config),
+    }
+}
+
+/// On the Kafka path, unless turned off: the run's topics trimmed below
+/// what its consumer group has committed (see [`crate::kafka_trim`]).
+#[cfg(feature = "kafka")]
+fn trim_kafka(
+    pool: &PgPool,
+    path: &PathUnderTest,
+    group: String,
+    queues: Vec<String>,
+    config: &BenchConfig,
+) -> Option<crate::kafka_trim::Trimming> {
+    let transport = path.transport.as_ref().filter(|t| t.name() == "kafka")?;
+    let every = config.kafka_trim?;
+    Some(crate::kafka_trim::Trimming::start(
+        pool.clone(),
+        transport.address(),
+        group,
+        queues,
+        every,
+    ))
 }
 
 impl Running {
     pub(crate) async fn stop(mut self) -> Result<()> {
-        self.0.stop().await?;
+        self.node.stop().await?;
+        #[cfg(feature = "kafka")]
+        if let Some(trimming) = self.trimming {
+            trimming.stop().await;
+        }
         Ok(())
     }
 }

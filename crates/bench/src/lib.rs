@@ -35,6 +35,8 @@ mod cost;
 mod environment;
 mod harness;
 mod http_producer;
+#[cfg(feature = "kafka")]
+pub mod kafka_trim;
 mod noisy_tenant;
 mod options;
 mod quantile;

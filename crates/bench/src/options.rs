@@ -79,6 +79,10 @@ pub struct BenchConfig {
     /// installed, and the database collector running beside every run's
     /// node (to measure what metrics cost).
     pub metrics: bool,
+    /// On the Kafka path, how often the run's topics are trimmed below what
+    /// its consumer group has committed (`None`: never; the `kafka_trim`
+    /// module says why).
+    pub kafka_trim: Option<Duration>,
 }
 
 impl Default for BenchConfig {
@@ -104,6 +108,7 @@ impl Default for BenchConfig {
             progress: true,
             keep_jobs: false,
             metrics: false,
+            kafka_trim: Some(Duration::from_millis(250)),
         }
     }
 }

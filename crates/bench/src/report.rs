@@ -11,8 +11,13 @@ use crate::{Environment, PathReport};
 
 /// One line naming the machine and the database settings.
 fn header(environment: &Environment) -> String {
+    let kafka_trim = match environment.kafka_trim_ms {
+        None => String::new(),
+        Some(0) => ", kafka topics not trimmed".to_owned(),
+        Some(ms) => format!(", kafka topics trimmed to the group's offsets every {ms} ms"),
+    };
     format!(
-        "{} cores ({}), PostgreSQL {}, synchronous_commit={}, fsync={}, wal_sync_method={}, one durable commit {:.2} ms, {} build, metrics {}, relay {} rows a pass × {} task(s)",
+        "{} cores ({}), PostgreSQL {}, synchronous_commit={}, fsync={}, wal_sync_method={}, one durable commit {:.2} ms, {} build, metrics {}, relay {} rows a pass × {} task(s){}",
         environment.cores,
         environment.cpu,
         environment.postgres,
@@ -24,6 +29,7 @@ fn header(environment: &Environment) -> String {
         if environment.metrics { "on" } else { "off" },
         environment.relay_batch_size,
         environment.relay_concurrency,
+        kafka_trim,
     )
 }
 

@@ -105,6 +105,12 @@ pub(crate) struct BenchArgs {
     /// Outbox rows per second in the outbox-lag run.
     #[arg(long, default_value_t = 1000)]
     lag_rate: u32,
+    /// On the Kafka path, delete the records of each run's topics below its
+    /// consumer group's committed offsets this often (0: never). The test
+    /// broker's fetch slows as its log grows, which Kafka's does not; see
+    /// docs/benchmarks.md.
+    #[arg(long, default_value_t = 250)]
+    kafka_trim_ms: u64,
     /// Leave each run's jobs in the jobs table (by default they are deleted
     /// once measured and the tables vacuumed, so every run starts alike).
     #[arg(long)]
@@ -181,6 +187,7 @@ pub(crate) async fn bench(pool: PgPool, args: BenchArgs) -> Result<()> {
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
         keep_jobs: args.keep_jobs,
         metrics: args.metrics,
+        kafka_trim: (args.kafka_trim_ms > 0).then(|| Duration::from_millis(args.kafka_trim_ms)),
     };
     if args.metrics {
         jobwire_server::metrics::Metrics::install()?;
@@ -189,6 +196,9 @@ pub(crate) async fn bench(pool: PgPool, args: BenchArgs) -> Result<()> {
     environment.metrics = args.metrics;
     environment.relay_batch_size = config.relay_batch_size;
     environment.relay_concurrency = config.relay_concurrency;
+    if args.paths.contains(&brokers::BrokerKind::Kafka) {
+        environment.kafka_trim_ms = Some(args.kafka_trim_ms);
+    }
     // Written after every path, so a long run keeps what it measured.
     let write_files = |reports: &[jobwire_bench::PathReport]| -> Result<()> {
         if let Some(file) = &args.json {
