@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use jobwire_core::{Dispatch, NewJob};
+use jobwire_test_support::lose_wake_ups;
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -40,11 +41,7 @@ async fn waiting_job(
     .execute(pool)
     .await
     .unwrap();
-    sqlx::query("DELETE FROM job_outbox WHERE message_key = $1")
-        .bind(id.to_string())
-        .execute(pool)
-        .await
-        .unwrap();
+    lose_wake_ups(pool, id).await.unwrap();
     id
 }
 

@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use jobwire_core::{Dispatch, FinishOutcome, JobState, Lease, NewJob};
-use jobwire_test_support::{expire_lease, until_a_session_waits_for_a_lock, wake_ups_for};
+use jobwire_test_support::{
+    expire_lease, lose_wake_ups, until_a_session_waits_for_a_lock, wake_ups_for,
+};
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -1058,11 +1060,7 @@ async fn due_job_of_a_forgotten_tenant(pool: &PgPool) -> Uuid {
         .execute(pool)
         .await
         .unwrap();
-    sqlx::query("DELETE FROM job_outbox WHERE message_key = $1")
-        .bind(id.to_string())
-        .execute(pool)
-        .await
-        .unwrap();
+    lose_wake_ups(pool, id).await.unwrap();
     assert_eq!(slot_rows(pool, "b", "acme").await, 0);
     id
 }

@@ -92,6 +92,16 @@ pub async fn expire_lease(pool: &PgPool, job_id: Uuid) -> Result<()> {
     Ok(())
 }
 
+/// Delete the job's wake-ups from the outbox, as a broker that lost them
+/// would leave it (the relay had published them).
+pub async fn lose_wake_ups(pool: &PgPool, job_id: Uuid) -> Result<()> {
+    sqlx::query("DELETE FROM job_outbox WHERE message_key = $1")
+        .bind(job_id.to_string())
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
 /// Outbox rows whose payload names `job_id`.
 pub async fn wake_ups_for(pool: &PgPool, job_id: Uuid) -> Result<i64> {
     Ok(
