@@ -7,7 +7,9 @@
 //! `20261202000001_enqueue_planned_once.sql`); a capped claim scans no
 //! whole table (`20261202000002_capped_claim_probes_the_index.sql`) and
 //! does not walk one tenant's backlog to find another's jobs
-//! (`20261202000003_capped_claim_reads_by_tenant.sql`).
+//! (`20261202000003_capped_claim_reads_by_tenant.sql`); an enqueue under a
+//! tenant's rate reads no counter row of a window long past
+//! (`20261207000001_rate_counts_read_by_window.sql`).
 
 use jobwire_core::{Dispatch, NewJob};
 use serde_json::{Value, json};
@@ -175,10 +177,21 @@ async fn capped_queue_analyzed(pool: &PgPool, cap: u32, backlog: &[NewJob]) {
 /// One of PostgreSQL's per-transaction counters for `jobs` (they see the
 /// statements inside a function too).
 async fn jobs_stat_in_transaction(claimer: &mut sqlx::PgConnection, counter: &str) -> i64 {
+    table_stat_in_transaction(claimer, "jobs", counter).await
+}
+
+/// One of PostgreSQL's per-transaction counters for `table` (0 when the
+/// transaction has not touched it).
+async fn table_stat_in_transaction(
+    conn: &mut sqlx::PgConnection,
+    table: &str,
+    counter: &str,
+) -> i64 {
     sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT {counter} FROM pg_stat_xact_user_tables WHERE relname = 'jobs'"
+        "SELECT coalesce(max({counter}), 0) FROM pg_stat_xact_user_tables WHERE relname = $1"
     )))
-    .fetch_one(claimer)
+    .bind(table)
+    .fetch_one(conn)
     .await
     .unwrap()
 }
@@ -271,5 +284,64 @@ async fn a_capped_claim_does_not_walk_one_tenants_backlog_for_anothers_jobs(pool
     assert!(
         fetched < 1_000,
         "the claim fetched {fetched} rows through indexes to claim 5"
+    );
+}
+
+/// An enqueue under a tenant's rate reads only the counter rows of the
+/// current and the previous window: it read every row the tenant's
+/// sessions ever left (one per session, kept two days), so a producer that
+/// connects per request made each enqueue slower by the thousands of rows
+/// of sessions long gone. Counted in heap rows read, by index or by scan,
+/// in PostgreSQL's per-transaction statistics.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn an_enqueue_under_a_rate_reads_no_counter_row_of_a_window_long_past(pool: PgPool) {
+    let rate = jobwire_core::TenantLimits {
+        enqueue_rate: Some(jobwire_core::EnqueueRate {
+            jobs: 1_000_000,
+            per_seconds: 60,
+        }),
+        ..jobwire_core::TenantLimits::default()
+    };
+    jobwire_core::set_tenant_limits(&pool, "q", None, &rate)
+        .await
+        .unwrap();
+    // 10,000 sessions that enqueued for acme yesterday and are gone.
+    sqlx::query(
+        "INSERT INTO job_enqueue_counts (queue, tenant, backend, window_start, count, previous)
+         SELECT 'q', 'acme', -i, now() - interval '1 day', 3, 2
+         FROM generate_series(1, 10000) i",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE job_enqueue_counts")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let mut producer = pool.begin().await.unwrap();
+    for _ in 0..3 {
+        jobwire_core::enqueue(
+            &mut *producer,
+            &NewJob::new("work", json!({}))
+                .with_queue("q")
+                .with_tenant("acme"),
+        )
+        .await
+        .unwrap();
+    }
+    let mut read = 0;
+    for counter in ["seq_tup_read", "idx_tup_fetch"] {
+        read += table_stat_in_transaction(&mut producer, "job_enqueue_counts", counter).await;
+    }
+    let counted: i64 = sqlx::query_scalar(
+        "SELECT sum(count) FROM job_enqueue_counts WHERE backend = pg_backend_pid()",
+    )
+    .fetch_one(&mut *producer)
+    .await
+    .unwrap();
+    assert_eq!(counted, 3, "the three enqueues were counted");
+    assert!(
+        read < 100,
+        "three enqueues read {read} counter rows; the tenant's live ones are at most 3"
     );
 }
