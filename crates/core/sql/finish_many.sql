@@ -63,7 +63,7 @@ WITH done AS (
       AND j.lease_generation = o.lease_generation
       AND j.lease_owner = $7
       AND (j.state = 'CANCEL_REQUESTED' OR (j.state = 'RUNNING' AND o.outcome <> 'cancel_ack'))
-    RETURNING j.job_id, j.state, j.run_after,
+    RETURNING j.job_id, j.lease_generation, j.state, j.run_after,
               -- Request -> CANCELLED, for the cancellation-latency histogram.
               CASE WHEN j.state = 'CANCELLED'
                    THEN extract(epoch FROM now() - j.cancel_requested_at)::float8
@@ -179,7 +179,7 @@ woken AS (
     FROM (SELECT DISTINCT s.queue FROM slots s WHERE s.topic IS NULL) f
     WHERE jobwire_wake_token('jobwire_jobs', f.queue)
 )
-SELECT d.job_id, d.state, d.run_after, d.cancel_latency_s
+SELECT d.job_id, d.lease_generation, d.state, d.run_after, d.cancel_latency_s
 FROM done d
 -- A CTE that writes nothing runs only if read: this reads `woken` and
 -- `noted` once, before the first row, whatever their counts. (The CTEs

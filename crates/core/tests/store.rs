@@ -425,6 +425,42 @@ async fn batched_finish_records_each_outcome_and_reports_fenced_ones(pool: PgPoo
     );
 }
 
+/// Two attempts of one job in one batch (an earlier attempt's outcome,
+/// sent after the job was claimed again): each result is the one of its own
+/// generation. They were matched by job id, so the earlier attempt was
+/// reported as recorded and the later one as fenced.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_batch_with_two_attempts_of_one_job_reports_each_its_own(pool: PgPool) {
+    let job_id = enqueue(&pool, NewJob::new("noop", json!({}))).await;
+    let earlier = claim_one(&pool, "w").await;
+    expire_lease(&pool, job_id).await.unwrap();
+    jobwire_core::sweep_expired_leases(&pool, 100)
+        .await
+        .unwrap();
+    let later = claim_one(&pool, "w").await;
+    assert_eq!(later.lease.job_id, job_id);
+    let reports = vec![
+        (earlier.lease, FinishOutcome::Succeeded),
+        (later.lease, FinishOutcome::Succeeded),
+    ];
+    let results = jobwire_core::finish_many(&pool, "w", &reports)
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            results[..],
+            [
+                FinishResult::Fenced { .. },
+                FinishResult::Recorded {
+                    state: JobState::Succeeded,
+                    ..
+                }
+            ]
+        ),
+        "{results:?}"
+    );
+}
+
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn claims_take_the_most_urgent_due_jobs_first(pool: PgPool) {
     let low = enqueue(&pool, NewJob::new("noop", json!({})).with_priority(5)).await;
@@ -1145,6 +1181,59 @@ async fn replay_brings_dead_letters_back_audited(pool: PgPool) {
         claimed
             .iter()
             .all(|job| job.attempt == 1 && job.lease.generation.0 == 2)
+    );
+}
+
+/// A batched replay asked for an `until` in the future uses the database's
+/// clock instead: with the future bound, each job it requeued that failed
+/// again was requeued again by a later batch (its side effects ran again,
+/// its attempts reset), and asking again with the bound it returned
+/// requeued every job that had failed since.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_batched_replay_never_takes_an_until_later_than_its_start(pool: PgPool) {
+    let fail_all = |pool: PgPool| async move {
+        let claimed = jobwire_core::claim_batch(&pool, "default", "w", 10, LEASE)
+            .await
+            .unwrap();
+        for job in &claimed {
+            jobwire_core::fail(&pool, "w", job.lease, None, "E1", "boom")
+                .await
+                .unwrap();
+        }
+        claimed.len()
+    };
+    for _ in 0..3 {
+        enqueue(&pool, NewJob::new("export", json!({})).with_max_attempts(1)).await;
+    }
+    assert_eq!(fail_all(pool.clone()).await, 3);
+    let started = jobwire_core::database_now(&pool).await.unwrap();
+    let filter = ReplayFilter {
+        job_type: Some("export".into()),
+        until: Some(started + chrono::Duration::days(365)),
+        ..ReplayFilter::default()
+    };
+    let report = jobwire_core::replay_dead_in_batches(&pool, &filter, 1, "ops", "fixed")
+        .await
+        .unwrap();
+    assert_eq!(report.requeued, 3);
+    let ended = jobwire_core::database_now(&pool).await.unwrap();
+    assert!(
+        started <= report.until && report.until <= ended,
+        "the bound used, {}, is not the replay's start",
+        report.until
+    );
+    // They fail again; the same call with the bound it returned leaves them.
+    assert_eq!(fail_all(pool.clone()).await, 3);
+    let again = ReplayFilter {
+        until: Some(report.until),
+        ..filter
+    };
+    let report = jobwire_core::replay_dead_in_batches(&pool, &again, 1, "ops", "fixed")
+        .await
+        .unwrap();
+    assert_eq!(
+        report.requeued, 0,
+        "jobs that failed after the replay were requeued"
     );
 }
 

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use sqlx::{Acquire, PgExecutor, PgPool, Postgres};
+use sqlx::{Acquire, Connection, PgConnection, PgExecutor, PgPool, Postgres};
 use uuid::Uuid;
 
 use crate::{DeadLetterGroup, Error, JobStatus, Result};
@@ -19,8 +19,9 @@ pub struct ReplayFilter {
     /// Only jobs that failed at or after this time.
     pub since: Option<DateTime<Utc>>,
     /// Only jobs that failed at or before this time. A batched replay
-    /// ([`replay_dead_in_batches`]) without one uses the database's clock at
-    /// its start, so asking again with the same `until` requeues nothing new.
+    /// ([`replay_dead_in_batches`]) uses the database's clock at its start
+    /// when this is unset or later, so asking again with the same `until`
+    /// requeues nothing new.
     pub until: Option<DateTime<Utc>>,
     /// At most this many jobs per call.
     pub limit: i64,
@@ -87,8 +88,8 @@ pub struct BulkReplay {
     pub batches: u32,
     /// The longest of them: the most time any row lock was held.
     pub longest_batch: Duration,
-    /// The `until` bound it used (the filter's, or the database's clock at
-    /// its start).
+    /// The `until` bound it used: the filter's, or the database's clock at
+    /// its start when the filter's is unset or later.
     pub until: DateTime<Utc>,
 }
 
@@ -110,10 +111,12 @@ pub async fn replay_dead_in_batches(
             reason: format!("must be at least 1, got {batch_size}"),
         });
     }
-    let until = match filter.until {
-        Some(until) => until,
-        None => super::database_now(pool).await?,
-    };
+    // Never later than the database's clock: a job this replay requeues
+    // that fails again gets a `finished_at` after the replay's start, and
+    // an `until` in the future would requeue it again in a later batch
+    // (its side effects run again, its attempts reset), batch after batch.
+    let now = super::database_now(pool).await?;
+    let until = filter.until.map_or(now, |until| until.min(now));
     let mut report = BulkReplay {
         requeued: 0,
         batches: 0,
@@ -139,6 +142,22 @@ pub async fn replay_dead_in_batches(
     Ok(report)
 }
 
+/// [`replay_dead_job`], and the job as it is now, read in the replay's
+/// transaction: a read after the commit could fail and report an error for
+/// a replay that was made.
+pub async fn replay_dead_job_and_read(
+    pool: &PgPool,
+    job_id: Uuid,
+    actor: &str,
+    reason: &str,
+) -> Result<JobStatus> {
+    let mut tx = pool.begin().await?;
+    replay_dead_job_on(&mut tx, job_id, actor, reason).await?;
+    let status = job_status(&mut *tx, job_id).await?;
+    tx.commit().await?;
+    Ok(status)
+}
+
 /// Replay one dead-lettered job. [`Error::WrongState`] when it is not FAILED,
 /// [`Error::NotFound`] when it does not exist.
 pub async fn replay_dead_job<'a, A>(conn: A, job_id: Uuid, actor: &str, reason: &str) -> Result<()>
@@ -146,6 +165,17 @@ where
     A: Acquire<'a, Database = Postgres>,
 {
     let mut conn = conn.acquire().await?;
+    replay_dead_job_on(&mut conn, job_id, actor, reason).await
+}
+
+/// [`replay_dead_job`] on a connection (a transaction's too, whose
+/// savepoint the replay's own transaction becomes).
+async fn replay_dead_job_on(
+    conn: &mut PgConnection,
+    job_id: Uuid,
+    actor: &str,
+    reason: &str,
+) -> Result<()> {
     let filter = ReplayFilter {
         limit: 1,
         ..ReplayFilter::default()
@@ -154,7 +184,7 @@ where
     // pass archiving it, another replay): the replay statement skips
     // locked rows, as a group's replay must, and then found no FAILED job
     // here and said so about one that was only busy.
-    let mut tx = conn.begin().await?;
+    let mut tx = Connection::begin(&mut *conn).await?;
     sqlx::query(include_str!("../../sql/lock_job.sql"))
         .bind(job_id)
         .execute(&mut *tx)

@@ -404,6 +404,7 @@ fn fenced(owner: &str, lease: Lease) -> Error {
 #[derive(sqlx::FromRow)]
 struct FinishRow {
     job_id: Uuid,
+    lease_generation: i64,
     state: JobState,
     run_after: DateTime<Utc>,
     cancel_latency_s: Option<f64>,
@@ -475,23 +476,29 @@ pub async fn finish_many<'c, E: PgExecutor<'c>>(
         .bind(owner)
         .fetch_all(executor)
         .await?;
-    let mut recorded: HashMap<Uuid, FinishRow> =
-        rows.into_iter().map(|row| (row.job_id, row)).collect();
+    // By job and generation: two attempts of one job can share a batch (an
+    // earlier one's outcome, fenced, beside the later one's).
+    let mut recorded: HashMap<(Uuid, i64), FinishRow> = rows
+        .into_iter()
+        .map(|row| ((row.job_id, row.lease_generation), row))
+        .collect();
     reports
         .iter()
-        .map(|(lease, _)| match recorded.remove(&lease.job_id) {
-            Some(row) => Ok(FinishResult::Recorded {
-                job_id: row.job_id,
-                state: row.state,
-                run_after: row.run_after,
-                cancel_latency: row
-                    .cancel_latency_s
-                    .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok()),
-            }),
-            None => Ok(FinishResult::Fenced {
-                job_id: lease.job_id,
-            }),
-        })
+        .map(
+            |(lease, _)| match recorded.remove(&(lease.job_id, lease.generation.0)) {
+                Some(row) => Ok(FinishResult::Recorded {
+                    job_id: row.job_id,
+                    state: row.state,
+                    run_after: row.run_after,
+                    cancel_latency: row
+                        .cancel_latency_s
+                        .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok()),
+                }),
+                None => Ok(FinishResult::Fenced {
+                    job_id: lease.job_id,
+                }),
+            },
+        )
         .collect()
 }
 
