@@ -276,6 +276,16 @@ async fn bad_input_gets_a_4xx_naming_the_problem_and_writes_nothing(pool: PgPool
             .at("GET", "/queues?paused=true")
             .token(Token::Read)
             .field("paused"),
+        // A schedule's name no schedule can have.
+        case("a schedule name with a NUL", 400, "INVALID_SCHEDULE_NAME")
+            .at("GET", "/schedules/a%00b")
+            .token(Token::Read),
+        case("a schedule name too long", 400, "INVALID_SCHEDULE_NAME")
+            .at("DELETE", format!("/schedules/{}", "a".repeat(129)))
+            .token(Token::Admin),
+        case("a schedule name with a space", 400, "INVALID_SCHEDULE_NAME")
+            .at("POST", "/schedules/nightly%20digest/pause")
+            .token(Token::Admin),
         // Dead-letter retry.
         case("retry without a group", 400, "FILTER_REQUIRED")
             .at("POST", "/dead-letter/retry")

@@ -2,7 +2,8 @@
 //! /openapi.json, checked in as docs/api/openapi.json. This test fails when
 //! the checked-in copy is stale (`JOBWIRE_WRITE_OPENAPI=1 cargo test -p
 //! jobwire-server --test openapi` rewrites it), and when a route the server
-//! answers is missing from the document.
+//! answers is missing from the document. Every route but the health
+//! checks refuses a query parameter it does not take.
 
 mod common;
 
@@ -133,4 +134,51 @@ async fn the_served_document_is_the_checked_in_one_and_lists_every_route(pool: P
     }
     // Nothing documented that the list above does not serve.
     assert_eq!(documented, ROUTES.len());
+}
+
+/// A parameter a route does not take is refused, never ignored: `POST
+/// /jobs?delayMs=60000` answered 201 and ran the job at once, and `POST
+/// /jobs?queue=critical` enqueued into `default`. Every route of the list
+/// above is asked with one parameter none of them takes; only the health
+/// checks (probes that may add their own) answer as without it. Nothing
+/// is written by any of the refused requests.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn every_route_but_the_health_checks_refuses_a_query_parameter_it_does_not_take(
+    pool: PgPool,
+) {
+    let api = Api::start(pool).await;
+    let tables = "SELECT (SELECT count(*) FROM jobs) + (SELECT count(*) FROM job_queues) \
+                  + (SELECT count(*) FROM job_schedules) + (SELECT count(*) FROM job_tenants) \
+                  + (SELECT count(*) FROM job_audit)";
+    let rows_before = api.count(tables).await;
+    let body = serde_json::json!({ "type": "send_email" });
+    for (method, _, concrete) in ROUTES {
+        let request = api
+            .client
+            .request(
+                method.to_uppercase().parse().unwrap(),
+                api.url(&format!("{concrete}?notAParameter=1")),
+            )
+            .bearer_auth(&api.admin)
+            .json(&body);
+        let (status, answer) = parts(request.send().await.unwrap()).await;
+        if concrete.ends_with("z") {
+            assert_eq!(status, 200, "{method} {concrete}: {answer}");
+            continue;
+        }
+        assert_eq!(status, 400, "{method} {concrete}: {answer}");
+        assert_eq!(
+            answer["error"]["code"], "INVALID_QUERY",
+            "{method} {concrete}"
+        );
+        assert_eq!(
+            answer["error"]["field"], "notAParameter",
+            "{method} {concrete}"
+        );
+    }
+    assert_eq!(
+        api.count(tables).await,
+        rows_before,
+        "a refused request wrote"
+    );
 }

@@ -30,7 +30,7 @@ mod views;
 pub use activity::{FinishedInMinute, finished_per_minute, lease_expiries_since};
 pub use admin::{
     BulkReplay, ReplayFilter, dead_letter_groups, job_status, replay_dead, replay_dead_in_batches,
-    replay_dead_job,
+    replay_dead_job, replay_dead_job_and_read,
 };
 pub use audit::{AuditEntry, job_audit_trail};
 pub use cancel::request_cancel;
@@ -61,7 +61,7 @@ pub use queues::{
 pub use schedules::{
     FireReport, MAX_CATCH_UP, MAX_JITTER_SECONDS, MissedRuns, ON_TIME, Schedule, ScheduleSpec,
     delete_schedule, fire_due_schedules, get_schedule, list_schedules, put_schedule,
-    set_schedule_paused,
+    set_schedule_paused, validate_schedule_name,
 };
 pub use settings::{PAYLOAD_CEILING_BYTES, max_payload_bytes, set_max_payload_bytes};
 pub use tenants::{

@@ -25,6 +25,26 @@ pub const MAX_CATCH_UP: u32 = 10_000;
 /// still fires; its `missed` count is capped).
 const MAX_OCCURRENCES_WALKED: usize = 1_000_000;
 
+/// Check a schedule's name: 1 to 128 letters, digits and `. _ : -`,
+/// starting with a letter or digit. No schedule can have another name.
+pub fn validate_schedule_name(name: &str) -> Result<()> {
+    let valid = !name.is_empty()
+        && name.len() <= 128
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'));
+    if valid {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument {
+        argument: "name",
+        reason: format!(
+            "{name:?}: 1 to 128 letters, digits and . _ : -, starting with a letter or digit"
+        ),
+    })
+}
+
 /// What happens to occurrences that came due while no scheduler ran.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -113,22 +133,7 @@ impl ScheduleSpec {
 
     /// Check everything before anything is written; returns the parsed cron.
     pub fn validate(&self) -> Result<CronSchedule> {
-        let valid_name = !self.name.is_empty()
-            && self.name.len() <= 128
-            && self.name.starts_with(|c: char| c.is_ascii_alphanumeric())
-            && self
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'));
-        if !valid_name {
-            return Err(Error::InvalidArgument {
-                argument: "name",
-                reason: format!(
-                    "{:?}: 1 to 128 letters, digits and . _ : -, starting with a letter or digit",
-                    self.name
-                ),
-            });
-        }
+        validate_schedule_name(&self.name)?;
         let schedule = CronSchedule::parse(&self.cron, &self.timezone)?;
         if self.jitter_seconds > MAX_JITTER_SECONDS {
             return Err(Error::InvalidArgument {

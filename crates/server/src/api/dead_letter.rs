@@ -124,6 +124,7 @@ pub(crate) struct RetryResponse {
 pub(crate) async fn retry_dead_letters(
     Admin(token): Admin,
     State(state): State<ApiState>,
+    _: QueryParams<NoQuery>,
     JsonBody(request): JsonBody<RetryRequest>,
 ) -> Result<(StatusCode, Json<RetryResponse>), ApiError> {
     let non_empty = |field: &str, value: Option<String>| match value {

@@ -313,6 +313,15 @@ impl<S: Send + Sync> FromRequestParts<S> for SchedulePath {
         let Path(name) = Path::<String>::from_request_parts(parts, state)
             .await
             .map_err(|rejection| ApiError::bad_request("INVALID_PATH", rejection.body_text()))?;
+        // Asked here, as a queue's name is: a name no schedule can have
+        // reached the database (a NUL was refused there, unclearly) or
+        // answered 404.
+        jobwire_core::validate_schedule_name(&name).map_err(|_| {
+            ApiError::bad_request(
+                "INVALID_SCHEDULE_NAME",
+                "A schedule's name is 1 to 128 letters, digits and . _ : -, starting with a letter or digit.",
+            )
+        })?;
         Ok(SchedulePath(name))
     }
 }

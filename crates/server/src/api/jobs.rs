@@ -291,6 +291,7 @@ pub(crate) fn parse_time(field: &str, value: &str) -> Result<DateTime<Utc>, ApiE
 pub(crate) async fn enqueue_job(
     TenantWriter(token): TenantWriter,
     State(state): State<ApiState>,
+    _: QueryParams<NoQuery>,
     request_headers: HeaderMap,
     JsonBody(request): JsonBody<EnqueueRequest>,
 ) -> Result<Response, ApiError> {
@@ -578,15 +579,18 @@ pub(crate) async fn replay_job(
     Writer(token): Writer,
     State(state): State<ApiState>,
     JobIdPath(job_id): JobIdPath,
+    _: QueryParams<NoQuery>,
 ) -> Result<Json<JobView>, ApiError> {
-    jobwire_core::replay_dead_job(
+    // The answer is read in the replay's transaction: a read after the
+    // commit that failed would answer an error for a replay that was made
+    // (and the client's retry would be told the job is not FAILED).
+    let job = jobwire_core::replay_dead_job_and_read(
         &state.pool,
         job_id,
         &token.name,
         "replayed over the HTTP API",
     )
     .await?;
-    let job = jobwire_core::job_status(&state.pool, job_id).await?;
     Ok(Json(JobView::from(job)))
 }
 
@@ -620,6 +624,7 @@ pub(crate) async fn cancel_job(
     TenantWriter(token): TenantWriter,
     State(state): State<ApiState>,
     JobIdPath(job_id): JobIdPath,
+    _: QueryParams<NoQuery>,
 ) -> Result<Json<CancelResponse>, ApiError> {
     if token.tenant.is_some() {
         let job = jobwire_core::job_status(&state.pool, job_id).await?;

@@ -162,6 +162,7 @@ pub(crate) async fn put_queue_limits(
     Admin(token): Admin,
     State(state): State<ApiState>,
     QueuePath(queue): QueuePath,
+    _: QueryParams<NoQuery>,
     JsonBody(request): JsonBody<QueueLimitsRequest>,
 ) -> Result<Json<QueueLimitsView>, ApiError> {
     let limits = QueueLimits {
@@ -194,6 +195,7 @@ pub(crate) async fn delete_queue_limits(
     Admin(token): Admin,
     State(state): State<ApiState>,
     QueuePath(queue): QueuePath,
+    _: QueryParams<NoQuery>,
 ) -> Result<Json<QueueLimitsView>, ApiError> {
     jobwire_core::set_queue_limits(&state.pool, &queue, &QueueLimits::default()).await?;
     tracing::info!(actor = %token.name, %queue, "queue limits removed");
@@ -220,6 +222,7 @@ pub(crate) async fn put_tenant_defaults(
     Admin(token): Admin,
     State(state): State<ApiState>,
     QueuePath(queue): QueuePath,
+    _: QueryParams<NoQuery>,
     JsonBody(request): JsonBody<TenantLimitsBody>,
 ) -> Result<Json<TenantCapsView>, ApiError> {
     let limits = TenantLimits::from(request);
@@ -245,6 +248,7 @@ pub(crate) async fn delete_tenant_defaults(
     Admin(token): Admin,
     State(state): State<ApiState>,
     QueuePath(queue): QueuePath,
+    _: QueryParams<NoQuery>,
 ) -> Result<Json<TenantCapsView>, ApiError> {
     jobwire_core::set_tenant_limits(&state.pool, &queue, None, &TenantLimits::default()).await?;
     tracing::info!(actor = %token.name, %queue, "tenant defaults removed");

@@ -9,6 +9,7 @@ use axum::response::IntoResponse;
 use super::ApiState;
 use super::auth::Reader;
 use super::error::{ApiError, ErrorEnvelope};
+use super::extract::{NoQuery, QueryParams};
 
 /// The text exposition format's content type.
 const EXPOSITION: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -30,6 +31,7 @@ const EXPOSITION: &str = "text/plain; version=0.0.4; charset=utf-8";
 pub(crate) async fn metrics(
     _reader: Reader,
     State(state): State<ApiState>,
+    _: QueryParams<NoQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
     let metrics = state.metrics.as_ref().ok_or_else(|| ApiError::NotFound {
         code: "METRICS_DISABLED",

@@ -28,6 +28,7 @@ mod tenants;
 mod token_cache;
 
 use error::ApiError;
+use extract::{NoQuery, QueryParams};
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -149,7 +150,7 @@ pub fn openapi() -> OpenApiDocument {
     ),
     security(("bearer" = ["read"]))
 )]
-async fn openapi_json(_reader: auth::Reader) -> Json<OpenApiDocument> {
+async fn openapi_json(_reader: auth::Reader, _: QueryParams<NoQuery>) -> Json<OpenApiDocument> {
     Json(openapi())
 }
 

@@ -136,6 +136,7 @@ pub(crate) async fn pause_queue(
     Admin(token): Admin,
     State(state): State<ApiState>,
     QueuePath(queue): QueuePath,
+    _: QueryParams<NoQuery>,
 ) -> Result<Json<QueuePaused>, ApiError> {
     set_paused(&token, &state, queue, true).await
 }
@@ -157,6 +158,7 @@ pub(crate) async fn resume_queue(
     Admin(token): Admin,
     State(state): State<ApiState>,
     QueuePath(queue): QueuePath,
+    _: QueryParams<NoQuery>,
 ) -> Result<Json<QueuePaused>, ApiError> {
     set_paused(&token, &state, queue, false).await
 }

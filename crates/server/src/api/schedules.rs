@@ -167,6 +167,7 @@ pub(crate) async fn put_schedule(
     Admin(token): Admin,
     State(state): State<ApiState>,
     SchedulePath(name): SchedulePath,
+    _: QueryParams<NoQuery>,
     JsonBody(request): JsonBody<PutScheduleRequest>,
 ) -> Result<(StatusCode, Json<ScheduleView>), ApiError> {
     let mut job = new_job(
@@ -261,6 +262,7 @@ pub(crate) async fn delete_schedule(
     Admin(token): Admin,
     State(state): State<ApiState>,
     SchedulePath(name): SchedulePath,
+    _: QueryParams<NoQuery>,
 ) -> Result<StatusCode, ApiError> {
     if !jobwire_core::delete_schedule(&state.pool, &name).await? {
         return Err(schedule_not_found(&name));
@@ -300,6 +302,7 @@ pub(crate) async fn pause_schedule(
     Admin(token): Admin,
     State(state): State<ApiState>,
     SchedulePath(name): SchedulePath,
+    _: QueryParams<NoQuery>,
 ) -> Result<Json<ScheduleView>, ApiError> {
     set_paused(&token, &state, &name, true).await
 }
@@ -323,6 +326,7 @@ pub(crate) async fn resume_schedule(
     Admin(token): Admin,
     State(state): State<ApiState>,
     SchedulePath(name): SchedulePath,
+    _: QueryParams<NoQuery>,
 ) -> Result<Json<ScheduleView>, ApiError> {
     set_paused(&token, &state, &name, false).await
 }

@@ -129,6 +129,7 @@ pub(crate) async fn put_default_cap(
     Admin(token): Admin,
     State(state): State<ApiState>,
     QueuePath(queue): QueuePath,
+    _: QueryParams<NoQuery>,
     JsonBody(request): JsonBody<CapRequest>,
 ) -> Result<Json<TenantCapsView>, ApiError> {
     set_cap(&token, &state, &queue, None, Some(request.max_running)).await
@@ -151,6 +152,7 @@ pub(crate) async fn delete_default_cap(
     Admin(token): Admin,
     State(state): State<ApiState>,
     QueuePath(queue): QueuePath,
+    _: QueryParams<NoQuery>,
 ) -> Result<Json<TenantCapsView>, ApiError> {
     set_cap(&token, &state, &queue, None, None).await
 }
@@ -176,6 +178,7 @@ pub(crate) async fn put_tenant_cap(
     Admin(token): Admin,
     State(state): State<ApiState>,
     TenantPath(queue, tenant): TenantPath,
+    _: QueryParams<NoQuery>,
     JsonBody(request): JsonBody<TenantLimitsBody>,
 ) -> Result<Json<TenantCapsView>, ApiError> {
     let limits = jobwire_core::TenantLimits::from(request);
@@ -207,6 +210,7 @@ pub(crate) async fn delete_tenant_cap(
     Admin(token): Admin,
     State(state): State<ApiState>,
     TenantPath(queue, tenant): TenantPath,
+    _: QueryParams<NoQuery>,
 ) -> Result<Json<TenantCapsView>, ApiError> {
     jobwire_core::set_tenant_limits(
         &state.pool,
