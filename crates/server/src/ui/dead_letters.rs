@@ -32,9 +32,11 @@ pub(crate) async fn groups(
     UiQuery(query): UiQuery<GroupsQuery>,
 ) -> Result<Markup, UiError> {
     let groups = jobwire_core::dead_letter_groups(&state.pool).await?;
-    let done = query
-        .requeued
-        .map(|n| format!("Requeued {} jobs; they run again now.", count(n as i64)));
+    let done = query.requeued.map(|n| {
+        // Clamped, not wrapped: any link can carry any number here.
+        let n = i64::try_from(n).unwrap_or(i64::MAX);
+        format!("Requeued {} jobs; they run again now.", count(n))
+    });
     let body = html! {
         (notice(done))
         div.table-wrap {
