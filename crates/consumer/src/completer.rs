@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::lease_keeper::LeaseTable;
 use crate::metrics;
 use crate::stats::{WorkerStats, bump};
 use jobwire_loop::{Outage, Pause};
@@ -93,6 +94,10 @@ pub(crate) struct CompleterConfig {
     pub(crate) linger: Duration,
     pub(crate) pending: PendingOutcomes,
     pub(crate) stats: Arc<WorkerStats>,
+    /// The leases the lease keeper renews: an attempt's stays there until
+    /// its outcome is written (or given up on), so a write held up by a
+    /// database away for a while does not let it lapse.
+    pub(crate) leases: Arc<LeaseTable>,
 }
 
 /// How many times the last batch is retried at shutdown when the database is
@@ -118,6 +123,7 @@ pub(crate) async fn run_completer(
         linger,
         pending,
         stats,
+        leases,
     } = config;
     let mut batch: Vec<(Lease, FinishOutcome)> = Vec::with_capacity(batch_size);
     let mut metas: Vec<AttemptMeta> = Vec::with_capacity(batch_size);
@@ -152,6 +158,9 @@ pub(crate) async fn run_completer(
             take(next, &mut batch, &mut metas);
         }
         writer.write_batch(&batch, &metas).await;
+        for (lease, _) in &batch {
+            leases.remove(*lease);
+        }
         batch.clear();
         metas.clear();
     }

@@ -115,7 +115,8 @@ pub enum CancelReason {
     /// An operator asked to cancel the job (CANCEL_REQUESTED).
     Requested,
     /// The worker lost the lease (swept, reclaimed) or could not renew it in
-    /// time: its work no longer counts and nothing will be reported.
+    /// time: stop, the work may no longer count. What the handler returns is
+    /// still reported, fenced: the table refuses it if the lease did move on.
     LeaseLost,
     /// The handler's timeout passed.
     Timeout,

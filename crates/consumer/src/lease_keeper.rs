@@ -18,7 +18,9 @@ use crate::stats::{WorkerStats, bump};
 /// One running attempt, as the lease keeper sees it.
 struct ActiveLease {
     generation: LeaseGeneration,
-    /// Cancels the attempt's handler.
+    /// Cancels the attempt's handler. Also cancelled once the attempt is
+    /// over and only its outcome waits to be written (the entry stays, so
+    /// the lease is renewed until then): nothing to stop any more.
     cancel: CancellationToken,
     /// Why it was cancelled; first writer wins.
     reason: Arc<OnceLock<CancelReason>>,
@@ -35,6 +37,10 @@ pub(crate) struct LeaseTable {
 }
 
 impl LeaseTable {
+    /// Hold `lease` from now on. An earlier attempt of the same job that
+    /// this worker still runs has lost its lease (the claim of `lease`
+    /// raised the generation past it): it is cancelled, and its entry gives
+    /// way to the new one.
     pub(crate) fn insert(
         &self,
         lease: Lease,
@@ -42,7 +48,7 @@ impl LeaseTable {
         reason: Arc<OnceLock<CancelReason>>,
         renewed_until: Instant,
     ) {
-        self.lock().insert(
+        let earlier = self.lock().insert(
             lease.job_id,
             ActiveLease {
                 generation: lease.generation,
@@ -51,10 +57,27 @@ impl LeaseTable {
                 renewed_until,
             },
         );
+        if let Some(earlier) = earlier
+            && earlier.generation != lease.generation
+            && !earlier.cancel.is_cancelled()
+        {
+            tracing::warn!(job_id = %lease.job_id, generation = %earlier.generation,
+                "lease lost (the job was claimed again); cancelling the attempt");
+            self::cancel(&earlier, CancelReason::LeaseLost);
+            metrics::record_renewals(0, 1);
+        }
     }
 
-    pub(crate) fn remove(&self, job_id: Uuid) {
-        self.lock().remove(&job_id);
+    /// Stop renewing `lease`: its outcome is written (or given up on). A
+    /// later attempt of the same job keeps its entry.
+    pub(crate) fn remove(&self, lease: Lease) {
+        let mut active = self.lock();
+        if active
+            .get(&lease.job_id)
+            .is_some_and(|entry| entry.generation == lease.generation)
+        {
+            active.remove(&lease.job_id);
+        }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -91,18 +114,29 @@ impl LeaseTable {
     /// how many it found lost for the first time (an attempt already
     /// cancelled is still renewed until its handler returns; it is not
     /// counted again).
-    fn apply(&self, results: Vec<HeartbeatResult>, renewed_until: Instant) -> (u64, u64) {
+    ///
+    /// `sent` are the leases the heartbeat renewed, in the order of its
+    /// `results`: an entry is only changed by the result for its own
+    /// generation (the job may have been given back and claimed again by
+    /// this worker while the heartbeat ran).
+    fn apply(
+        &self,
+        sent: &[Lease],
+        results: Vec<HeartbeatResult>,
+        renewed_until: Instant,
+    ) -> (u64, u64) {
         let mut active = self.lock();
         let (mut renewed, mut lost) = (0, 0);
-        for result in results {
+        for (lease, result) in sent.iter().zip(results) {
+            let entry = active
+                .get_mut(&lease.job_id)
+                .filter(|entry| entry.generation == lease.generation);
             match result {
                 HeartbeatResult::Held {
-                    job_id,
-                    cancel_requested,
-                    ..
+                    cancel_requested, ..
                 } => {
                     renewed += 1;
-                    if let Some(entry) = active.get_mut(&job_id) {
+                    if let Some(entry) = entry {
                         entry.renewed_until = renewed_until;
                         if cancel_requested {
                             cancel(entry, CancelReason::Requested);
@@ -110,7 +144,7 @@ impl LeaseTable {
                     }
                 }
                 HeartbeatResult::Fenced { job_id } => {
-                    if let Some(entry) = active.get(&job_id)
+                    if let Some(entry) = entry
                         && !entry.cancel.is_cancelled()
                     {
                         tracing::warn!(%job_id, generation = %entry.generation, "lease lost; cancelling the attempt");
@@ -165,13 +199,28 @@ pub(crate) async fn run_lease_keeper(
             continue;
         }
         let sent_at = Instant::now();
-        match jobwire_core::heartbeat_many(&pool, &owner, &leases, lease).await {
+        let heartbeat = jobwire_core::heartbeat_many(&pool, &owner, &leases, lease);
+        tokio::pin!(heartbeat);
+        // A heartbeat can wait long for a connection (the pool is the
+        // handlers' too) or for a database that went away; the attempts
+        // whose leases run out meanwhile are stopped on time all the same.
+        let renewal = loop {
+            tokio::select! {
+                renewal = &mut heartbeat => break renewal,
+                _ = tokio::time::sleep(interval / 2) => {
+                    let unrenewed = table.cancel_unrenewed(Instant::now() + interval / 2);
+                    metrics::record_renewals(0, unrenewed);
+                }
+                _ = stop.cancelled() => return,
+            }
+        };
+        match renewal {
             Ok(results) => {
                 bump(&stats.heartbeat_batches);
                 if let Some(ended) = outage.succeeded() {
                     tracing::info!(leases = leases.len(), "heartbeating again {ended}");
                 }
-                let (renewed, lost) = table.apply(results, sent_at + lease);
+                let (renewed, lost) = table.apply(&leases, results, sent_at + lease);
                 metrics::record_renewals(renewed, lost);
             }
             Err(err) => {
@@ -184,5 +233,75 @@ pub(crate) async fn run_lease_keeper(
         // renew it, leaving half an interval for the handler to wind down.
         let unrenewed = table.cancel_unrenewed(Instant::now() + interval / 2);
         metrics::record_renewals(0, unrenewed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(job_id: Uuid, generation: i64) -> Lease {
+        Lease {
+            job_id,
+            generation: LeaseGeneration(generation),
+        }
+    }
+
+    /// Insert `lease`; its handler's cancel token and reason.
+    fn hold(table: &LeaseTable, lease: Lease) -> (CancellationToken, Arc<OnceLock<CancelReason>>) {
+        let (cancel, reason) = (CancellationToken::new(), Arc::new(OnceLock::new()));
+        let renewed_until = Instant::now() + Duration::from_secs(30);
+        table.insert(lease, cancel.clone(), reason.clone(), renewed_until);
+        (cancel, reason)
+    }
+
+    /// A job given back and claimed again by the same worker while its
+    /// first attempt still runs: the first has lost its lease and is
+    /// stopped, and its end leaves the second's entry in place.
+    #[test]
+    fn a_later_attempt_of_a_job_replaces_the_earlier_one() {
+        let table = LeaseTable::default();
+        let job_id = Uuid::now_v7();
+        let (first, first_reason) = hold(&table, lease(job_id, 5));
+        let (second, _) = hold(&table, lease(job_id, 6));
+        assert!(first.is_cancelled());
+        assert_eq!(first_reason.get(), Some(&CancelReason::LeaseLost));
+        table.remove(lease(job_id, 5));
+        assert_eq!(table.snapshot(), vec![lease(job_id, 6)]);
+        assert!(!second.is_cancelled());
+        table.remove(lease(job_id, 6));
+        assert_eq!(table.len(), 0);
+    }
+
+    /// A heartbeat sent for one attempt reports on that attempt only: the
+    /// job may have been claimed again while it ran.
+    #[test]
+    fn a_heartbeat_for_an_earlier_attempt_leaves_the_later_one_alone() {
+        let table = LeaseTable::default();
+        let job_id = Uuid::now_v7();
+        let (_, _) = hold(&table, lease(job_id, 5));
+        let sent = table.snapshot();
+        table.remove(lease(job_id, 5));
+        let (second, _) = hold(&table, lease(job_id, 6));
+        let (renewed, lost) = table.apply(
+            &sent,
+            vec![HeartbeatResult::Fenced { job_id }],
+            Instant::now(),
+        );
+        assert_eq!((renewed, lost), (0, 0));
+        assert!(!second.is_cancelled(), "the later attempt was stopped");
+        // And a renewal of the earlier one does not count as the later's.
+        let before = table.lock()[&job_id].renewed_until;
+        table.apply(
+            &sent,
+            vec![HeartbeatResult::Held {
+                job_id,
+                cancel_requested: true,
+                lease_expires_at: chrono::Utc::now(),
+            }],
+            before + Duration::from_secs(60),
+        );
+        assert_eq!(table.lock()[&job_id].renewed_until, before);
+        assert!(!second.is_cancelled());
     }
 }

@@ -19,8 +19,9 @@ pub const CLAIMED: &str = "jobwire_jobs_claimed_total";
 /// Attempts whose handler started.
 pub const ATTEMPTS: &str = "jobwire_job_attempts_total";
 /// Attempt outcomes as the table recorded them (succeeded, retry, failed,
-/// cancelled), or `fenced` (the table refused: the lease was lost) and
-/// `lease_lost` (the worker gave up the attempt before reporting).
+/// cancelled), or `fenced` (the table refused: the lease was lost). An
+/// attempt the worker stopped because its lease could not be renewed is
+/// reported too, as whatever the table then made of it.
 pub const OUTCOMES: &str = "jobwire_job_outcomes_total";
 /// Seconds from when a job became due (run_after) to its handler's start.
 pub const QUEUE_WAIT: &str = "jobwire_job_queue_wait_seconds";
@@ -69,7 +70,7 @@ pub fn describe() {
     describe_counter!(
         OUTCOMES,
         Unit::Count,
-        "Attempt outcomes by queue, job type and outcome (succeeded, retry, failed, cancelled, fenced, lease_lost)."
+        "Attempt outcomes by queue, job type and outcome (succeeded, retry, failed, cancelled, fenced)."
     );
     describe_histogram!(
         QUEUE_WAIT,

@@ -214,6 +214,7 @@ impl JobRuntime {
                     linger: config.completion_linger,
                     pending: pending.clone(),
                     stats: stats.clone(),
+                    leases: leases.clone(),
                 },
                 outcome_rx,
                 completer_stop.clone(),
@@ -337,9 +338,22 @@ impl JobRuntime {
                 "drain deadline passed; cancelling running jobs"
             );
             inner.leases.cancel_all(CancelReason::Shutdown);
-            inner.jobs.wait().await;
+            // Bounded: a job whose outcome waits for room in the completer's
+            // channel, while the completer retries a write to a database
+            // that went away, ends only once the completer stops (below).
+            let grace = inner.config.cancel_grace + Duration::from_secs(1);
+            if tokio::time::timeout(grace, inner.jobs.wait())
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    "outcomes still waiting to be written; stopping the completer with what it holds"
+                );
+            }
         }
-        for task in [&inner.lease_keeper, &inner.completer] {
+        // The completer first: the lease keeper renews the leases of the
+        // outcomes it still writes.
+        for task in [&inner.completer, &inner.lease_keeper] {
             let taken = task
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -350,6 +364,9 @@ impl JobRuntime {
                 let _ = watcher.await;
             }
         }
+        // Every job task has ended or ends now: the completer is gone, so
+        // an outcome still waiting to be sent is refused at once.
+        inner.jobs.wait().await;
         inner.stats.report()
     }
 }
@@ -402,7 +419,11 @@ impl Inner {
         // any job claimed after a breakdown (its lease would not be renewed).
         let turn = match &gate {
             None if self.breakdown.happened() => {
-                self.leases.remove(lease.job_id);
+                // The attempt is over (here, before it began): its token
+                // cancelled, the lease keeper takes its entry for one that
+                // only waits for its outcome to be written, and neither stops
+                // it again nor warns that it was stopped.
+                cancel.cancel();
                 self.report(lease, FinishOutcome::Returned, meta, pending)
                     .await;
                 return;
@@ -428,7 +449,7 @@ impl Inner {
                     }
                 };
                 if turn.is_none() {
-                    self.leases.remove(lease.job_id);
+                    cancel.cancel();
                     // Given back whatever ended the wait, a lost lease too:
                     // the write is fenced, so it changes nothing if the lease
                     // did move on (reported as fenced), and otherwise spares
@@ -454,21 +475,24 @@ impl Inner {
             completed: completed.clone(),
         };
         let end = self.run_handler(&registered, ctx, &cancel, &reason).await;
+        // Over: see the breakdown's give-back above.
+        cancel.cancel();
         metrics::record_run_time(&job, started.elapsed());
         drop(turn);
-        self.leases.remove(lease.job_id);
         if completed.load(Ordering::SeqCst) {
             // The handler committed the completion with its own writes.
+            self.leases.remove(lease);
             bump(&self.stats.completed_by_handler);
             bump(&self.stats.succeeded);
             metrics::record_outcome(&job.queue, &job.job_type, "succeeded");
             metrics::record_end_to_end(&job.queue, &job.job_type, meta.since_enqueue());
             return;
         }
-        match self.outcome(&registered, attempt, end, reason.get().copied()) {
-            Some(outcome) => self.report(lease, outcome, meta, pending).await,
-            None => metrics::record_outcome(&job.queue, &job.job_type, "lease_lost"),
-        }
+        // The lease stays in the table, renewed, until the completer has
+        // written the outcome: a write held up (the database away a while)
+        // must not let the lease lapse under a finished attempt.
+        let outcome = self.outcome(&registered, attempt, end, reason.get().copied());
+        self.report(lease, outcome, meta, pending).await;
     }
 
     /// Run the handler in its own task (so a panic is caught and an
@@ -511,15 +535,14 @@ impl Inner {
         }
     }
 
-    /// What to record for an attempt; `None` when the lease is lost and
-    /// nothing may be reported.
+    /// What to record for an attempt.
     fn outcome(
         &self,
         registered: &RegisteredHandler,
         attempt: i32,
         end: HandlerEnd,
         reason: Option<CancelReason>,
-    ) -> Option<FinishOutcome> {
+    ) -> FinishOutcome {
         let backoff = |retry_after: Option<Duration>| {
             retry_after.unwrap_or_else(|| {
                 registered
@@ -529,29 +552,43 @@ impl Inner {
             })
         };
         match (reason, end) {
-            (Some(CancelReason::LeaseLost), _) => {
+            (Some(CancelReason::LeaseLost), end) => {
                 bump(&self.stats.lease_lost);
-                None
+                // Reported all the same. The write is fenced: refused if
+                // the lease did move on, and recorded if it still held (the
+                // keeper stops an attempt when renewals failed for a while,
+                // an estimate), which spares the job a lapse and a sweep.
+                match end {
+                    HandlerEnd::Returned(Ok(())) => FinishOutcome::Succeeded,
+                    _ => FinishOutcome::Retry {
+                        delay: backoff(None),
+                        code: "LEASE_LOST".into(),
+                        message: format!(
+                            "worker {} stopped the attempt: its lease could not be renewed in time",
+                            self.worker_id
+                        ),
+                    },
+                }
             }
-            (_, HandlerEnd::Returned(Ok(()))) => Some(FinishOutcome::Succeeded),
-            (Some(CancelReason::Requested), _) => Some(FinishOutcome::CancelAcknowledged),
+            (_, HandlerEnd::Returned(Ok(()))) => FinishOutcome::Succeeded,
+            (Some(CancelReason::Requested), _) => FinishOutcome::CancelAcknowledged,
             (Some(CancelReason::Timeout), _) => {
                 bump(&self.stats.timed_out);
-                Some(FinishOutcome::Retry {
+                FinishOutcome::Retry {
                     delay: backoff(None),
                     code: "TIMEOUT".into(),
                     message: format!(
                         "attempt ran past its timeout of {:?}",
                         registered.options.timeout
                     ),
-                })
+                }
             }
-            (Some(CancelReason::Shutdown), _) => Some(FinishOutcome::Retry {
+            (Some(CancelReason::Shutdown), _) => FinishOutcome::Retry {
                 delay: Duration::ZERO,
                 code: "WORKER_SHUTDOWN".into(),
                 message: format!("worker {} shut down during the attempt", self.worker_id),
-            }),
-            (None, HandlerEnd::Returned(Err(err))) => Some(match err.kind {
+            },
+            (None, HandlerEnd::Returned(Err(err))) => match err.kind {
                 JobErrorKind::Fatal => FinishOutcome::Fail {
                     code: err.code,
                     message: err.message,
@@ -561,21 +598,21 @@ impl Inner {
                     code: err.code,
                     message: err.message,
                 },
-            }),
+            },
             (None, HandlerEnd::Panicked(message)) => {
                 bump(&self.stats.panicked);
                 tracing::error!(panic = %message, "handler panicked");
-                Some(FinishOutcome::Retry {
+                FinishOutcome::Retry {
                     delay: backoff(None),
                     code: "PANIC".into(),
                     message: format!("handler panicked: {message}"),
-                })
+                }
             }
-            (None, HandlerEnd::Aborted) => Some(FinishOutcome::Retry {
+            (None, HandlerEnd::Aborted) => FinishOutcome::Retry {
                 delay: backoff(None),
                 code: "ABORTED".into(),
                 message: "handler task was aborted".into(),
-            }),
+            },
         }
     }
 
@@ -598,6 +635,7 @@ impl Inner {
             .is_err()
         {
             // Only after shutdown; the lease lapses and the sweeper retries.
+            self.leases.remove(lease);
             tracing::error!(job_id = %lease.job_id, "completer is gone; outcome not recorded");
         }
     }

@@ -91,7 +91,8 @@ pub struct WorkerReport {
     pub cancelled: u64,
     /// Reports the table rejected because the lease had been lost.
     pub fenced: u64,
-    /// Attempts abandoned because the lease was lost or could not be renewed.
+    /// Attempts stopped because the lease was lost or could not be renewed
+    /// in time (what they returned is still reported, fenced).
     pub lease_lost: u64,
     /// Handler panics (each a failed, retryable attempt).
     pub panicked: u64,

@@ -474,7 +474,7 @@ async fn heartbeats_keep_a_job_longer_than_its_lease(pool: PgPool) {
 }
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
-async fn a_worker_that_lost_its_lease_stops_and_reports_nothing(pool: PgPool) {
+async fn a_worker_that_lost_its_lease_stops_and_its_outcome_is_fenced(pool: PgPool) {
     let (reason_tx, mut reasons) = mpsc::unbounded_channel();
     let (started_tx, mut started) = mpsc::unbounded_channel();
     let mut registry = HandlerRegistry::new();
@@ -517,12 +517,72 @@ async fn a_worker_that_lost_its_lease_stops_and_reports_nothing(pool: PgPool) {
     let report = worker.stop().await;
     assert_eq!(report.lease_lost, 1);
     assert_eq!(report.succeeded, 0);
+    assert_eq!(report.fenced, 1, "the success it claimed was refused");
     let status = jobwire_core::job_status(&pool, job_id).await.unwrap();
     assert_eq!(status.state, JobState::Running);
     assert_eq!(status.lease_owner.as_deref(), Some("other-worker"));
     jobwire_core::complete(&pool, "other-worker", other[0].lease)
         .await
         .unwrap();
+}
+
+/// A handler that holds every connection of the worker's pool keeps the
+/// lease keeper's heartbeat waiting for one. The keeper must stop the
+/// attempt before its lease can lapse all the same (it waited for the
+/// heartbeat first, up to the pool's acquire timeout: here two minutes),
+/// and what the handler then returns is reported: the lease still held in
+/// the table, so its success is recorded (it was dropped, and the job sat
+/// RUNNING until its lease lapsed, to run again).
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_handler_starving_the_heartbeat_is_stopped_in_time_and_its_success_kept(pool: PgPool) {
+    let worker_pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(4)
+        .acquire_timeout(Duration::from_secs(120))
+        .connect_with(pool.connect_options().as_ref().clone())
+        .await
+        .unwrap();
+    let (reason_tx, mut reasons) = mpsc::unbounded_channel();
+    let mut registry = HandlerRegistry::new();
+    registry.register("hog", move |ctx: JobContext| {
+        let reason_tx = reason_tx.clone();
+        async move {
+            // Every connection the pool will give, held until cancelled.
+            let mut held = Vec::new();
+            while let Ok(Ok(conn)) =
+                tokio::time::timeout(Duration::from_millis(300), ctx.pool().acquire()).await
+            {
+                held.push(conn);
+            }
+            ctx.cancelled().await;
+            reason_tx.send(ctx.cancel_reason()).unwrap();
+            drop(held);
+            Ok(())
+        }
+    });
+    // No sweeper: the test is about the worker's own keeper.
+    let maintenance = MaintenanceConfig {
+        sweeper: None,
+        reconciler: None,
+        ..test_maintenance()
+    };
+    let job_id = enqueue(&pool, NewJob::new("hog", json!({})).with_queue("work")).await;
+    let worker = RunningWorker::start_with(
+        &worker_pool,
+        registry,
+        test_worker_config("work", 1),
+        maintenance,
+    );
+    // A generous ceiling, far below the two minutes the heartbeat waits.
+    let reason = tokio::time::timeout(WAIT, reasons.recv())
+        .await
+        .expect("the attempt was not stopped while its heartbeat waited for a connection");
+    assert_eq!(reason, Some(Some(CancelReason::LeaseLost)));
+    let status = wait_for_state(&pool, job_id, JobState::Succeeded, WAIT)
+        .await
+        .unwrap();
+    let report = worker.stop().await;
+    assert_eq!((status.attempt_count, status.lease_generation.0), (1, 1));
+    assert_eq!((report.lease_lost, report.succeeded), (1, 1));
 }
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
