@@ -343,7 +343,14 @@ impl RabbitTransport {
                 .basic_publish(
                     "".into(),
                     envelope.topic.as_str().into(),
-                    BasicPublishOptions::default(),
+                    // Mandatory: a message no queue takes (the queue deleted
+                    // behind this session's back, which still counts it as
+                    // declared) comes back with its confirm instead of being
+                    // confirmed and dropped.
+                    BasicPublishOptions {
+                        mandatory: true,
+                        ..BasicPublishOptions::default()
+                    },
                     &envelope.payload,
                     self.properties(envelope),
                 )
@@ -367,7 +374,15 @@ impl RabbitTransport {
                 Ok(Ok(confirmation)) => confirmation,
             };
             results[index] = Some(match confirmation {
-                Confirmation::Ack(_) => Ok(()),
+                Confirmation::Ack(None) => Ok(()),
+                Confirmation::Ack(Some(_returned)) => {
+                    let topic = &batch[index].topic;
+                    // Declared again by the next publish to it.
+                    session.declared.remove(topic);
+                    Err(PublishError::Unavailable(format!(
+                        "no queue {topic} took the message (deleted since this session declared it?)"
+                    )))
+                }
                 Confirmation::Nack(_) => Err(PublishError::Unavailable(
                     "the broker nacked the message".into(),
                 )),
@@ -527,9 +542,9 @@ impl Transport for RabbitTransport {
             .await;
         session.close(self.config.timeout).await;
         // Forget the declaration even when the delete failed halfway: the
-        // next publish declaring again costs one round trip, while
-        // publishing to a queue that is gone is confirmed and dropped
-        // (unroutable on the default exchange).
+        // next publish declaring again costs one round trip, while a
+        // publish to a queue that is gone comes back unroutable (and fails
+        // its pass).
         for publisher in &self.publishers {
             if let Some(session) = publisher.lock().await.as_mut() {
                 session.declared.remove(topic);

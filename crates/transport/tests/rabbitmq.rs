@@ -125,6 +125,54 @@ async fn a_holding_subscriber_gives_back_what_was_pushed_ahead() {
     let _ = transport.delete_topic(&topic).await;
 }
 
+/// A queue deleted behind the publishing session's back (by hand, by an
+/// `expires` policy, by another process): the session still counts it as
+/// declared, and on the default exchange a message no queue takes was
+/// confirmed and dropped, so the relay deleted the outbox row of a wake-up
+/// that went nowhere. The publish now fails as unavailable, and the next one
+/// declares the queue again and is delivered.
+#[tokio::test]
+async fn a_publish_to_a_queue_deleted_behind_the_sessions_back_fails_and_the_next_declares_it() {
+    use jobwire_transport::conformance::{envelope, payloads, receipts, receive_count};
+    use jobwire_transport::{PublishError, SubscribeOptions};
+
+    let transport = RabbitTarget.transport().await;
+    let topic = RabbitTarget.topic("deleted_behind");
+    let first = envelope(&topic, None, b"first");
+    assert!(transport.publish(&[first]).await.iter().all(Result::is_ok));
+
+    let connection = lapin::Connection::connect(&url(), lapin::ConnectionProperties::default())
+        .await
+        .unwrap();
+    let channel = connection.create_channel().await.unwrap();
+    channel
+        .queue_delete(
+            topic.as_str().into(),
+            lapin::options::QueueDeleteOptions::default(),
+        )
+        .await
+        .unwrap();
+    let _ = connection.close(200, "done".into()).await;
+
+    let lost = envelope(&topic, None, b"lost");
+    let results = transport.publish(&[lost]).await;
+    assert!(
+        matches!(results[..], [Err(PublishError::Unavailable(_))]),
+        "{results:?}"
+    );
+    let again = envelope(&topic, None, b"again");
+    assert!(transport.publish(&[again]).await.iter().all(Result::is_ok));
+    let mut consumer = transport
+        .subscribe(&topic, &SubscribeOptions::default())
+        .await
+        .unwrap();
+    let received = receive_count(consumer.as_mut(), 1, Duration::from_secs(30)).await;
+    assert_eq!(payloads(&received), vec!["again"]);
+    consumer.ack(&receipts(&received)).await.unwrap();
+    consumer.close().await.unwrap();
+    let _ = transport.delete_topic(&topic).await;
+}
+
 /// A session over the proxy, with a short timeout: what a network that dies
 /// under a live connection does to it is what these tests look at.
 fn via(proxy: &FlakyProxy) -> RabbitConfig {
