@@ -146,15 +146,17 @@ const MAX_TOPIC_LEN: usize = 75;
 /// The topic a queue's wake-ups travel on, when the command line makes it
 /// broker-dispatched: `jobwire-<queue>`, with any character that some broker
 /// refuses in a name (SQS takes only letters, digits, `-` and `_`) as `-`.
-/// A queue name may be 255 bytes, longer than any broker takes: past
-/// [`MAX_TOPIC_LEN`], the topic keeps the name's beginning and ends with a
-/// digest of the whole name, so that two long names with one beginning
-/// still travel apart.
+/// Every queue gets a topic of its own: a name that needed such a change
+/// ends with a digest of the whole name (`emails.eu` and `emails-eu` would
+/// otherwise share `jobwire-emails-eu`, and each queue's workers would take
+/// and drop the other's wake-ups). So does a name longer than brokers take
+/// (a queue name may be 255 bytes): past [`MAX_TOPIC_LEN`], the topic keeps
+/// the name's beginning.
 pub(crate) fn topic_for(queue: &str) -> String {
     let safe: String = queue
         .chars()
         .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
                 c
             } else {
                 '-'
@@ -162,13 +164,14 @@ pub(crate) fn topic_for(queue: &str) -> String {
         })
         .collect();
     let topic = format!("jobwire-{safe}");
-    if topic.len() <= MAX_TOPIC_LEN {
+    if safe == queue && topic.len() <= MAX_TOPIC_LEN {
         return topic;
     }
     let digest = Sha256::digest(queue.as_bytes());
     let hex = hex::encode(&digest[..8]);
     // ASCII only by now, so any byte is a character boundary.
-    format!("{}-{hex}", &topic[..MAX_TOPIC_LEN - hex.len() - 1])
+    let keep = topic.len().min(MAX_TOPIC_LEN - hex.len() - 1);
+    format!("{}-{hex}", &topic[..keep])
 }
 
 /// Say so when a queue whose path a worker is about to declare has no job
@@ -245,6 +248,7 @@ pub(crate) async fn declare_dispatch(
 ) -> Result<()> {
     note_new_queues(pool, queues).await;
     let mut broker_reached = false;
+    let mut topics = Vec::new();
     for queue in queues {
         let current = jobwire_core::queue_dispatch(pool, queue).await?;
         let wanted = match (kind, &current) {
@@ -284,8 +288,35 @@ pub(crate) async fn declare_dispatch(
         if changed || to_postgres {
             jobwire_core::set_queue_dispatch(pool, queue, &wanted).await?;
         }
+        if let Dispatch::Broker { topic } = wanted {
+            topics.push(topic);
+        }
     }
+    warn_of_shared_topics(pool, &topics, queues).await;
     Ok(())
+}
+
+/// Say so when another queue's wake-ups travel on a topic this worker
+/// consumes: the worker takes them off the topic, cannot claim them (it
+/// does not serve that queue) and acknowledges them, so that queue's jobs
+/// wait for the reconciler. Only a warning: a failure to look is logged.
+async fn warn_of_shared_topics(pool: &sqlx::PgPool, topics: &[String], served: &[String]) {
+    if topics.is_empty() {
+        return;
+    }
+    match jobwire_core::queues_sharing_topics(pool, topics, served).await {
+        Ok(shared) => {
+            for (queue, topic) in shared {
+                tracing::warn!(%queue, %topic,
+                    "another queue's wake-ups travel on a topic this worker consumes: it drops them, and \
+                     that queue's jobs wait for the reconciler; serve both queues with the same workers, \
+                     or give that queue a topic of its own");
+            }
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, "could not look for queues sharing this worker's topics")
+        }
+    }
 }
 
 #[cfg(test)]
@@ -295,7 +326,14 @@ mod tests {
     #[test]
     fn a_topic_fits_every_broker() {
         assert_eq!(topic_for("bulk"), "jobwire-bulk");
-        assert_eq!(topic_for("bulk imports.é"), "jobwire-bulk-imports--");
+        assert_eq!(topic_for("bulk-imports_eu"), "jobwire-bulk-imports_eu");
+        // A name with characters a broker refuses: its own topic, by digest.
+        let changed = topic_for("bulk imports.é");
+        assert!(changed.starts_with("jobwire-bulk-imports---"), "{changed}");
+        jobwire_transport::validate_topic(&changed, 80).unwrap();
+        assert_ne!(topic_for("emails.eu"), topic_for("emails-eu"));
+        assert_ne!(topic_for("emails.eu"), topic_for("emails:eu"));
+        assert_eq!(topic_for("emails.eu"), topic_for("emails.eu"));
         let long = "q".repeat(250);
         let topic = topic_for(&long);
         assert_eq!(topic.len(), MAX_TOPIC_LEN, "{topic}");

@@ -271,3 +271,36 @@ async fn a_job_whose_wake_up_came_while_its_queue_resumed_is_woken(pool: PgPool)
     assert_eq!(woken.len(), 2, "{woken:?}");
     assert_eq!(woken[1], ("t".to_owned(), Some("resume".to_owned()), true));
 }
+
+/// A worker learns which other queues' wake-ups travel on the topics it
+/// consumes (it takes them off the topic and cannot claim them): the broker
+/// queues it does not serve whose topic is one of its, and no other.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn the_queues_sharing_a_workers_topics_are_found(pool: PgPool) {
+    for (queue, dispatch) in [
+        ("emails-eu", broker("jobwire-emails-eu")),
+        ("emails.eu", broker("jobwire-emails-eu")),
+        ("emails:eu", broker("jobwire-emails-eu")),
+        ("reports", broker("jobwire-reports")),
+        ("local", Dispatch::Postgres),
+    ] {
+        jobwire_core::set_queue_dispatch(&pool, queue, &dispatch)
+            .await
+            .unwrap();
+    }
+    let shared = jobwire_core::queues_sharing_topics(
+        &pool,
+        &["jobwire-emails-eu".to_owned(), "jobwire-reports".to_owned()],
+        &[
+            "emails-eu".to_owned(),
+            "emails:eu".to_owned(),
+            "reports".to_owned(),
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        shared,
+        vec![("emails.eu".to_owned(), "jobwire-emails-eu".to_owned())]
+    );
+}

@@ -55,8 +55,8 @@ pub use maintenance::{
 pub use outbox::{OutboxDeadGroup, OutboxReplayFilter, outbox_dead_groups, replay_outbox_dead};
 pub use outcome_text::{MAX_ERROR_CODE_BYTES, MAX_ERROR_MESSAGE_BYTES, MAX_RETRY_DELAY};
 pub use queues::{
-    queue_dispatch, queue_is_known, resume_queue, set_queue_dispatch, set_queue_paused,
-    validate_queue,
+    queue_dispatch, queue_is_known, queues_sharing_topics, resume_queue, set_queue_dispatch,
+    set_queue_paused, validate_queue,
 };
 pub use schedules::{
     FireReport, MAX_CATCH_UP, MAX_JITTER_SECONDS, MissedRuns, ON_TIME, Schedule, ScheduleSpec,

@@ -95,6 +95,24 @@ pub async fn queue_is_known<'c, E: PgExecutor<'c>>(executor: E, queue: &str) -> 
     )
 }
 
+/// The broker queues outside `served` whose topic is one of `topics`, as
+/// (queue, topic): a worker serving only `served` receives their wake-ups
+/// from the shared topic, cannot claim them, and acknowledges them (they
+/// wait for the reconciler).
+pub async fn queues_sharing_topics<'c, E: PgExecutor<'c>>(
+    executor: E,
+    topics: &[String],
+    served: &[String],
+) -> Result<Vec<(String, String)>> {
+    Ok(
+        sqlx::query_as(include_str!("../../sql/queues_sharing_topics.sql"))
+            .bind(topics)
+            .bind(served)
+            .fetch_all(executor)
+            .await?,
+    )
+}
+
 /// How `queue` is dispatched, as the database says (no row: PostgreSQL).
 pub async fn queue_dispatch<'c, E: PgExecutor<'c>>(executor: E, queue: &str) -> Result<Dispatch> {
     let row: Option<(String, Option<String>)> =
