@@ -410,6 +410,7 @@ impl Transport for KafkaTransport {
             paused,
             held: VecDeque::new(),
             last_position_check: tokio::time::Instant::now(),
+            position_check_running: Arc::new(AtomicBool::new(false)),
             timeout: self.shared.config.timeout,
         }))
     }
@@ -460,6 +461,35 @@ impl PartitionProgress {
     /// The offset to commit: everything below it is acknowledged.
     fn committable(&self) -> i64 {
         self.unacked.first().copied().unwrap_or(self.next)
+    }
+}
+
+/// [`KafkaSubscriber::rewind_positions_past_the_end`]'s look, blocking:
+/// each fetch position past the end of its partition's log moves back to
+/// the log's start.
+fn rewind_each_position_past_the_end(
+    consumer: &StreamConsumer<RebalanceContext>,
+    timeout: Duration,
+) {
+    let Ok(positions) = consumer.position() else {
+        return;
+    };
+    for element in positions.elements() {
+        let Offset::Offset(position) = element.offset() else {
+            continue;
+        };
+        let (topic, partition) = (element.topic(), element.partition());
+        let Ok((low, high)) = consumer.fetch_watermarks(topic, partition, timeout) else {
+            continue;
+        };
+        if position > high
+            && consumer
+                .seek(topic, partition, Offset::Offset(low), timeout)
+                .is_ok()
+        {
+            tracing::warn!(%topic, partition, position, rewound_to = low,
+                "kafka fetch position was past the end of the partition's log (the log started over); reading it from its start");
+        }
     }
 }
 
@@ -519,6 +549,8 @@ struct KafkaSubscriber {
     held: VecDeque<Delivery>,
     /// When fetch positions were last compared with the logs' ends.
     last_position_check: tokio::time::Instant,
+    /// Set while a comparison runs (on a thread of its own).
+    position_check_running: Arc<AtomicBool>,
     /// Broker call timeout.
     timeout: Duration,
 }
@@ -574,45 +606,28 @@ impl KafkaSubscriber {
     /// member waiting past the end for ever, and every wake-up below it
     /// unread. So an idle subscriber looks every few seconds and moves such
     /// a position back to the start of the log.
-    async fn rewind_positions_past_the_end(
-        &mut self,
-        consumer: &Arc<StreamConsumer<RebalanceContext>>,
-    ) {
-        if self.last_position_check.elapsed() < POSITION_CHECK_INTERVAL {
+    ///
+    /// The look asks the broker once per partition and blocks while it
+    /// does: up to the broker call timeout each, with the broker down. It
+    /// runs on a thread of its own, one at a time, and the receive does not
+    /// wait for it: a receive that waited made the worker's loop (and its
+    /// safety net, which claims from the table while the broker is away)
+    /// take minutes a turn. (Not the runtime's blocking pool: a runtime
+    /// shutting down waits for its blocking tasks.)
+    fn rewind_positions_past_the_end(&mut self, consumer: &Arc<StreamConsumer<RebalanceContext>>) {
+        if self.last_position_check.elapsed() < POSITION_CHECK_INTERVAL
+            || self.position_check_running.swap(true, Ordering::AcqRel)
+        {
             return;
         }
         self.last_position_check = tokio::time::Instant::now();
         let consumer = consumer.clone();
         let timeout = self.timeout;
-        let rewound = tokio::task::spawn_blocking(move || {
-            let mut rewound = Vec::new();
-            let Ok(positions) = consumer.position() else {
-                return rewound;
-            };
-            for element in positions.elements() {
-                let Offset::Offset(position) = element.offset() else {
-                    continue;
-                };
-                let (topic, partition) = (element.topic(), element.partition());
-                let Ok((low, high)) = consumer.fetch_watermarks(topic, partition, timeout) else {
-                    continue;
-                };
-                if position > high
-                    && consumer
-                        .seek(topic, partition, Offset::Offset(low), timeout)
-                        .is_ok()
-                {
-                    rewound.push((topic.to_owned(), partition, position, low));
-                }
-            }
-            rewound
-        })
-        .await
-        .unwrap_or_default();
-        for (topic, partition, position, low) in rewound {
-            tracing::warn!(%topic, partition, position, rewound_to = low,
-                "kafka fetch position was past the end of the partition's log (the log started over); reading it from its start");
-        }
+        let running = self.position_check_running.clone();
+        std::thread::spawn(move || {
+            rewind_each_position_past_the_end(&consumer, timeout);
+            running.store(false, Ordering::Release);
+        });
     }
 
     /// Pause or resume every partition this member has now, and tell the
@@ -753,7 +768,7 @@ impl Subscriber for KafkaSubscriber {
         let mut deliveries = Vec::new();
         match tokio::time::timeout(wait, consumer.recv()).await {
             Err(_) => {
-                self.rewind_positions_past_the_end(&consumer).await;
+                self.rewind_positions_past_the_end(&consumer);
                 return Ok(deliveries);
             }
             Ok(Err(err)) => return Err(TransportError::Unavailable(err.to_string())),
