@@ -535,6 +535,19 @@ async fn metrics_follow_jobs_through_both_paths_a_dead_worker_and_a_cut_broker()
         .await
         .unwrap();
 
+    // The dead-letter group goes (archived): its gauge reads 0 at once,
+    // not its old count until the idle timeout removes it.
+    jobwire_core::archive_finished(&pool, Duration::from_secs(86_400), Duration::ZERO, 100)
+        .await
+        .unwrap();
+    a.until("the archived dead-letter group reads zero", |m| {
+        m.get(
+            "jobwire_failed_jobs",
+            &[("job_type", "fail_fatal"), ("error_code", "FATAL_DEMO")],
+        ) == Some(0.0)
+    })
+    .await;
+
     // Without a token: refused, with the API and alone.
     for port in [port_a, port_b] {
         let refused = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))

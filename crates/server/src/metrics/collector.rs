@@ -6,6 +6,7 @@
 //! closes, the lock goes with it, and another process takes over at its
 //! next tick.
 
+use std::collections::HashSet;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use jobwire_core::{QueueOverview, store};
@@ -88,13 +89,14 @@ impl DatabaseCollector {
         // are shared and would carry the lock to other work.
         let mut session: Option<PgConnection> = None;
         let mut leading = false;
+        let mut last_round = LastRound::default();
         // A tick that hangs (a database gone mid-query, a connect that never
         // answers) is abandoned after a few intervals, and shutdown never
         // waits on one.
         let tick_limit = (self.config.interval * 3).max(Duration::from_secs(10));
         loop {
             let ticked = tokio::select! {
-                ticked = tokio::time::timeout(tick_limit, self.tick(&mut session, &mut leading)) => ticked,
+                ticked = tokio::time::timeout(tick_limit, self.tick(&mut session, &mut leading, &mut last_round)) => ticked,
                 _ = shutdown.cancelled() => break,
             };
             let failure = match ticked {
@@ -126,6 +128,7 @@ impl DatabaseCollector {
         &self,
         session: &mut Option<PgConnection>,
         leading: &mut bool,
+        last_round: &mut LastRound,
     ) -> Result<(), jobwire_core::Error> {
         let connection = match session {
             Some(connection) => connection,
@@ -147,7 +150,7 @@ impl DatabaseCollector {
             }
         }
         let started = Instant::now();
-        collect(connection, self.config.failed_groups).await?;
+        collect(connection, self.config.failed_groups, last_round).await?;
         gauge!(COLLECTOR_DURATION).set(started.elapsed().as_secs_f64());
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -211,12 +214,28 @@ fn bounded_queues(mut queues: Vec<QueueOverview>) -> Vec<QueueOverview> {
     queues
 }
 
+/// The label sets of the gauges a round set that can stop existing: a
+/// dead-letter group retried or archived, a schedule deleted, a queue
+/// folded into `_other`. The next round sets those it no longer sees to 0
+/// (and then leaves them, so they disappear after [`GAUGE_IDLE`]): a gauge
+/// keeps its last value until set, and `jobwire_failed_jobs` went on
+/// showing a replayed group's dead letters until the idle timeout.
+#[derive(Default)]
+struct LastRound {
+    queues: HashSet<String>,
+    failed_groups: HashSet<(String, String)>,
+    schedules: HashSet<String>,
+}
+
 /// Read every gauge's source and set the gauges.
 async fn collect(
     connection: &mut PgConnection,
     failed_groups: i64,
+    last_round: &mut LastRound,
 ) -> Result<(), jobwire_core::Error> {
+    let mut this_round = LastRound::default();
     for queue in bounded_queues(jobwire_core::queue_overview(&mut *connection).await?) {
+        this_round.queues.insert(queue.queue.clone());
         let depths = [
             queue.queued,
             queue.running,
@@ -242,6 +261,9 @@ async fn collect(
             Some(code) if code.is_empty() => "_none".to_owned(),
             Some(code) => code,
         };
+        this_round
+            .failed_groups
+            .insert((job_type.clone(), error_code.clone()));
         gauge!(FAILED_JOBS, "job_type" => job_type, "error_code" => error_code)
             .set(group.jobs as f64);
     }
@@ -257,8 +279,28 @@ async fn collect(
         gauge!(TABLE_LAST_AUTOVACUUM, "table" => name).set(table.last_autovacuum_s.unwrap_or(0.0));
     }
     for schedule in store::schedule_delays(&mut *connection).await? {
+        this_round.schedules.insert(schedule.name.clone());
         gauge!(SCHEDULE_DELAY, "schedule" => schedule.name).set(schedule.delay_s);
     }
+    for queue in last_round.queues.difference(&this_round.queues) {
+        for state in STATES {
+            gauge!(QUEUE_JOBS, "queue" => queue.clone(), "state" => state).set(0.0);
+        }
+        gauge!(QUEUE_OLDEST_RUNNABLE_AGE, "queue" => queue.clone()).set(0.0);
+        gauge!(QUEUE_PAUSED, "queue" => queue.clone()).set(0.0);
+        gauge!(QUEUE_LEASE_EXPIRED, "queue" => queue.clone()).set(0.0);
+    }
+    for (job_type, error_code) in last_round
+        .failed_groups
+        .difference(&this_round.failed_groups)
+    {
+        gauge!(FAILED_JOBS, "job_type" => job_type.clone(), "error_code" => error_code.clone())
+            .set(0.0);
+    }
+    for schedule in last_round.schedules.difference(&this_round.schedules) {
+        gauge!(SCHEDULE_DELAY, "schedule" => schedule.clone()).set(0.0);
+    }
+    *last_round = this_round;
     Ok(())
 }
 
