@@ -160,13 +160,109 @@ pub(crate) fn require_postgres_url(url: &str) -> Result<()> {
     Ok(())
 }
 
-/// The URL without its password, for error messages.
+/// The URL without its password, for error messages: the one before the
+/// host, a `password` (or `sslpassword`) parameter of the query, and in a
+/// connection string of key=value pairs (not a URL) any such pair's value.
 pub(crate) fn redact(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) if parsed.password().is_some() => {
-            let _ = parsed.set_password(Some("***"));
-            parsed.to_string()
+    let Ok(mut parsed) = url::Url::parse(url) else {
+        return redact_key_values(url);
+    };
+    if parsed.password().is_some() {
+        let _ = parsed.set_password(Some("***"));
+    }
+    if parsed.query_pairs().any(|(key, _)| is_password_key(&key)) {
+        let pairs: Vec<(String, String)> = parsed
+            .query_pairs()
+            .map(|(key, value)| {
+                let value = if is_password_key(&key) {
+                    "***".to_owned()
+                } else {
+                    value.into_owned()
+                };
+                (key.into_owned(), value)
+            })
+            .collect();
+        parsed.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    parsed.to_string()
+}
+
+fn is_password_key(key: &str) -> bool {
+    key.eq_ignore_ascii_case("password") || key.eq_ignore_ascii_case("sslpassword")
+}
+
+/// `host=db password=secret` as `host=db password=***`: each value of a
+/// password key, up to the next space (or its closing quote), masked.
+fn redact_key_values(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(value_start) = next_password_value(rest) {
+        out.push_str(&rest[..value_start]);
+        out.push_str("***");
+        let value = &rest[value_start..];
+        let value_len = match value.strip_prefix('\'') {
+            Some(quoted) => quoted.find('\'').map_or(value.len(), |end| end + 2),
+            None => value.find(char::is_whitespace).unwrap_or(value.len()),
+        };
+        rest = &rest[value_start + value_len..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Where the value of the next `password=` (or `sslpassword =`) starts in
+/// `text`.
+fn next_password_value(text: &str) -> Option<usize> {
+    let lower = text.to_ascii_lowercase();
+    let mut from = 0;
+    while let Some(found) = lower[from..].find("password") {
+        let key_end = from + found + "password".len();
+        let after = &text[key_end..];
+        let spaces = after.len() - after.trim_start().len();
+        if after.trim_start().starts_with('=') {
+            let value = &after[spaces + 1..];
+            let value_spaces = value.len() - value.trim_start().len();
+            return Some(key_end + spaces + 1 + value_spaces);
         }
-        _ => url.to_owned(),
+        from = key_end;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    /// A password never reaches an error message, in any spelling of a
+    /// connection string that carries one.
+    #[test]
+    fn every_spelling_of_a_password_is_masked() {
+        for (given, shown) in [
+            (
+                "postgres://app:hunter2@db:5432/jobs",
+                "postgres://app:***@db:5432/jobs",
+            ),
+            (
+                "postgres://app@db/jobs?password=hunter2&sslmode=require",
+                "postgres://app@db/jobs?password=***&sslmode=require",
+            ),
+            (
+                "postgres://db/jobs?user=app&PASSWORD=hunter2",
+                "postgres://db/jobs?user=app&PASSWORD=***",
+            ),
+            (
+                "host=db password=hunter2 dbname=jobs",
+                "host=db password=*** dbname=jobs",
+            ),
+            (
+                "host=db password = 'hunter 2' sslpassword=x2",
+                "host=db password = *** sslpassword=***",
+            ),
+            ("postgres://app@db/jobs", "postgres://app@db/jobs"),
+        ] {
+            let redacted = redact(given);
+            assert_eq!(redacted, shown, "{given}");
+            assert!(!redacted.contains("hunter"), "{redacted}");
+        }
     }
 }
