@@ -34,7 +34,8 @@ pub(crate) struct DemoArgs {
     /// Afterwards, serve the dashboard (and the API) on this address, default
     /// 127.0.0.1:8080, and print its URL with a read-only token; Ctrl-C
     /// stops it.
-    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8080")]
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8080",
+          value_parser = crate::listen_address::parse)]
     serve: Option<std::net::SocketAddr>,
 }
 

@@ -29,6 +29,7 @@ mod database;
 mod demo;
 mod failure;
 mod faults;
+mod listen_address;
 mod metrics;
 mod shutdown;
 mod telemetry;

@@ -36,7 +36,7 @@ impl CollectorArgs {
 pub(crate) struct MetricsArgs {
     /// Serve /metrics (and /healthz, /readyz) on this address, for a
     /// process that serves no API; a `read` token is needed as for the API.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::listen_address::parse)]
     metrics_listen: Option<SocketAddr>,
     #[command(flatten)]
     collector: CollectorArgs,

@@ -14,7 +14,7 @@ use crate::shutdown::cancel_on_signal;
 pub(crate) struct ServeArgs {
     /// Address to listen on. Loopback by default: give 0.0.0.0:8080 (or a
     /// host's address) to accept other machines' requests.
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(long, default_value = "127.0.0.1:8080", value_parser = crate::listen_address::parse)]
     listen: SocketAddr,
     #[command(flatten)]
     collector: crate::metrics::CollectorArgs,

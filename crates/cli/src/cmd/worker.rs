@@ -77,7 +77,7 @@ pub(crate) struct WorkerArgs {
     #[arg(long, default_value_t = 180)]
     safety_net_after_s: u64,
     /// Also serve the HTTP API on this address (e.g. 127.0.0.1:8080).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::listen_address::parse)]
     listen: Option<std::net::SocketAddr>,
     /// Kafka consumer groups for broker-dispatched queues: each topic is
     /// subscribed in a group of its own, named `<this>.<topic>`.
