@@ -225,7 +225,8 @@ pub(crate) async fn refuse_broker_queues(pool: &sqlx::PgPool, queues: &[String])
             bail!(
                 "queue {queue} is dispatched through a broker (topic {topic}): start the worker with \
                  that broker's --transport (rabbitmq, sqs or kafka), or with --transport postgres to \
-                 move the queue back to the PostgreSQL path"
+                 move the queue back to the PostgreSQL path (a `jobwire run` leaves its queues on its \
+                 in-process transport, which only it serves: use --transport postgres then)"
             );
         }
     }

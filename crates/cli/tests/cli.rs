@@ -1055,6 +1055,10 @@ async fn dead_letters_are_listed_and_replayed_from_the_command_line() {
         &stderr(&nothing),
         "no outbox dead letter matches --topic/--error",
     );
+    assert_eq!(stdout(&nothing), "", "a second answer beside the error");
+    let blank = jobwire(&db.url, &["outbox", "replay", "--topic", " "]);
+    assert!(!blank.status.success(), "a blank topic was taken");
+    assert_says(&stderr(&blank), "--topic must not be empty");
     let partly = jobwire(
         &db.url,
         &["outbox", "replay", "--id", "41", "--id", "999999"],

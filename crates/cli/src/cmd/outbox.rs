@@ -90,6 +90,11 @@ async fn replay(pool: &PgPool, args: OutboxReplayArgs) -> Result<()> {
     if args.ids.is_empty() && args.topic.is_none() && args.error.is_none() {
         bail!("name outbox ids with --id, or a group with --topic and/or --error");
     }
+    if args.topic.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        bail!(
+            "--topic must not be empty: name the topic as `jobwire outbox dead-letters` lists it"
+        );
+    }
     if args.error.as_deref().is_some_and(|e| e.trim().is_empty()) {
         bail!(
             "--error must not be empty: every error begins with nothing, so it would replay \
@@ -118,10 +123,14 @@ async fn replay(pool: &PgPool, args: OutboxReplayArgs) -> Result<()> {
         }
     }
     let total = moved_back.len();
-    outln!(
-        "{total} outbox {} moved back for publishing",
-        if total == 1 { "row" } else { "rows" }
-    );
+    // Nothing said on stdout when nothing moved: the error below says why
+    // (a "0 rows moved" line beside an error read as two answers).
+    if total > 0 {
+        outln!(
+            "{total} outbox {} moved back for publishing",
+            if total == 1 { "row" } else { "rows" }
+        );
+    }
     // Ids asked for by name that did not move are a mistake worth a
     // non-zero exit: a typo, or a row that was never (or is no longer) a
     // dead letter of this topic and error.
