@@ -12,7 +12,6 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::lease_keeper::LeaseTable;
 use crate::metrics;
 use crate::stats::{WorkerStats, bump};
 use jobwire_loop::{Outage, Pause};
@@ -94,10 +93,6 @@ pub(crate) struct CompleterConfig {
     pub(crate) linger: Duration,
     pub(crate) pending: PendingOutcomes,
     pub(crate) stats: Arc<WorkerStats>,
-    /// The leases the lease keeper renews: an attempt's stays there until
-    /// its outcome is written (or given up on), so a write held up by a
-    /// database away for a while does not let it lapse.
-    pub(crate) leases: Arc<LeaseTable>,
 }
 
 /// How many times the last batch is retried at shutdown when the database is
@@ -123,7 +118,6 @@ pub(crate) async fn run_completer(
         linger,
         pending,
         stats,
-        leases,
     } = config;
     let mut batch: Vec<(Lease, FinishOutcome)> = Vec::with_capacity(batch_size);
     let mut metas: Vec<AttemptMeta> = Vec::with_capacity(batch_size);
@@ -158,9 +152,6 @@ pub(crate) async fn run_completer(
             take(next, &mut batch, &mut metas);
         }
         writer.write_batch(&batch, &metas).await;
-        for (lease, _) in &batch {
-            leases.remove(*lease);
-        }
         batch.clear();
         metas.clear();
     }

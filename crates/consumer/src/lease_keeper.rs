@@ -18,9 +18,7 @@ use crate::stats::{WorkerStats, bump};
 /// One running attempt, as the lease keeper sees it.
 struct ActiveLease {
     generation: LeaseGeneration,
-    /// Cancels the attempt's handler. Also cancelled once the attempt is
-    /// over and only its outcome waits to be written (the entry stays, so
-    /// the lease is renewed until then): nothing to stop any more.
+    /// Cancels the attempt's handler.
     cancel: CancellationToken,
     /// Why it was cancelled; first writer wins.
     reason: Arc<OnceLock<CancelReason>>,
@@ -40,7 +38,8 @@ impl LeaseTable {
     /// Hold `lease` from now on. An earlier attempt of the same job that
     /// this worker still runs has lost its lease (the claim of `lease`
     /// raised the generation past it): it is cancelled, and its entry gives
-    /// way to the new one.
+    /// way to the new one. (An attempt whose task starts only after a later
+    /// one's is the one that lost: it is cancelled instead.)
     pub(crate) fn insert(
         &self,
         lease: Lease,
@@ -48,22 +47,27 @@ impl LeaseTable {
         reason: Arc<OnceLock<CancelReason>>,
         renewed_until: Instant,
     ) {
-        let earlier = self.lock().insert(
-            lease.job_id,
-            ActiveLease {
-                generation: lease.generation,
-                cancel,
-                reason,
-                renewed_until,
-            },
-        );
-        if let Some(earlier) = earlier
-            && earlier.generation != lease.generation
-            && !earlier.cancel.is_cancelled()
+        let entry = ActiveLease {
+            generation: lease.generation,
+            cancel,
+            reason,
+            renewed_until,
+        };
+        let lost = {
+            let mut active = self.lock();
+            match active.get(&lease.job_id) {
+                Some(later) if later.generation > lease.generation => Some(entry),
+                _ => active
+                    .insert(lease.job_id, entry)
+                    .filter(|earlier| earlier.generation != lease.generation),
+            }
+        };
+        if let Some(lost) = lost
+            && !lost.cancel.is_cancelled()
         {
-            tracing::warn!(job_id = %lease.job_id, generation = %earlier.generation,
+            tracing::warn!(job_id = %lease.job_id, generation = %lost.generation,
                 "lease lost (the job was claimed again); cancelling the attempt");
-            self::cancel(&earlier, CancelReason::LeaseLost);
+            self::cancel(&lost, CancelReason::LeaseLost);
             metrics::record_renewals(0, 1);
         }
     }
@@ -271,6 +275,20 @@ mod tests {
         assert!(!second.is_cancelled());
         table.remove(lease(job_id, 6));
         assert_eq!(table.len(), 0);
+    }
+
+    /// An earlier attempt whose task starts only after the later one's has
+    /// lost its lease: it is stopped, and the later one keeps its entry.
+    #[test]
+    fn an_earlier_attempt_starting_late_is_stopped_and_the_later_kept() {
+        let table = LeaseTable::default();
+        let job_id = Uuid::now_v7();
+        let (later, _) = hold(&table, lease(job_id, 6));
+        let (earlier, earlier_reason) = hold(&table, lease(job_id, 5));
+        assert!(earlier.is_cancelled());
+        assert_eq!(earlier_reason.get(), Some(&CancelReason::LeaseLost));
+        assert!(!later.is_cancelled());
+        assert_eq!(table.snapshot(), vec![lease(job_id, 6)]);
     }
 
     /// A heartbeat sent for one attempt reports on that attempt only: the

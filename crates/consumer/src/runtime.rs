@@ -214,7 +214,6 @@ impl JobRuntime {
                     linger: config.completion_linger,
                     pending: pending.clone(),
                     stats: stats.clone(),
-                    leases: leases.clone(),
                 },
                 outcome_rx,
                 completer_stop.clone(),
@@ -351,9 +350,7 @@ impl JobRuntime {
                 );
             }
         }
-        // The completer first: the lease keeper renews the leases of the
-        // outcomes it still writes.
-        for task in [&inner.completer, &inner.lease_keeper] {
+        for task in [&inner.lease_keeper, &inner.completer] {
             let taken = task
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -419,11 +416,7 @@ impl Inner {
         // any job claimed after a breakdown (its lease would not be renewed).
         let turn = match &gate {
             None if self.breakdown.happened() => {
-                // The attempt is over (here, before it began): its token
-                // cancelled, the lease keeper takes its entry for one that
-                // only waits for its outcome to be written, and neither stops
-                // it again nor warns that it was stopped.
-                cancel.cancel();
+                self.leases.remove(lease);
                 self.report(lease, FinishOutcome::Returned, meta, pending)
                     .await;
                 return;
@@ -449,7 +442,7 @@ impl Inner {
                     }
                 };
                 if turn.is_none() {
-                    cancel.cancel();
+                    self.leases.remove(lease);
                     // Given back whatever ended the wait, a lost lease too:
                     // the write is fenced, so it changes nothing if the lease
                     // did move on (reported as fenced), and otherwise spares
@@ -475,22 +468,24 @@ impl Inner {
             completed: completed.clone(),
         };
         let end = self.run_handler(&registered, ctx, &cancel, &reason).await;
-        // Over: see the breakdown's give-back above.
-        cancel.cancel();
         metrics::record_run_time(&job, started.elapsed());
         drop(turn);
+        // Out of the lease keeper's table before the outcome is written:
+        // renewing it until then would have the heartbeat update rows the
+        // completer's statement is updating, in another order (a deadlock
+        // under load), and a completer retrying for ever would keep the
+        // job RUNNING for ever. A write held up longer than what is left
+        // of the lease finds the job swept and is fenced (the sweeper
+        // retries it), as when a worker dies.
+        self.leases.remove(lease);
         if completed.load(Ordering::SeqCst) {
             // The handler committed the completion with its own writes.
-            self.leases.remove(lease);
             bump(&self.stats.completed_by_handler);
             bump(&self.stats.succeeded);
             metrics::record_outcome(&job.queue, &job.job_type, "succeeded");
             metrics::record_end_to_end(&job.queue, &job.job_type, meta.since_enqueue());
             return;
         }
-        // The lease stays in the table, renewed, until the completer has
-        // written the outcome: a write held up (the database away a while)
-        // must not let the lease lapse under a finished attempt.
         let outcome = self.outcome(&registered, attempt, end, reason.get().copied());
         self.report(lease, outcome, meta, pending).await;
     }
@@ -560,6 +555,21 @@ impl Inner {
                 // an estimate), which spares the job a lapse and a sweep.
                 match end {
                     HandlerEnd::Returned(Ok(())) => FinishOutcome::Succeeded,
+                    // The handler's own answer, as without the stop: a job
+                    // it called fatal is not made to run again.
+                    HandlerEnd::Returned(Err(err)) if err.kind == JobErrorKind::Fatal => {
+                        FinishOutcome::Fail {
+                            code: err.code,
+                            message: err.message,
+                        }
+                    }
+                    HandlerEnd::Returned(Err(err)) if err.kind == JobErrorKind::Retryable => {
+                        FinishOutcome::Retry {
+                            delay: backoff(err.retry_after),
+                            code: err.code,
+                            message: err.message,
+                        }
+                    }
                     _ => FinishOutcome::Retry {
                         delay: backoff(None),
                         code: "LEASE_LOST".into(),
@@ -635,7 +645,6 @@ impl Inner {
             .is_err()
         {
             // Only after shutdown; the lease lapses and the sweeper retries.
-            self.leases.remove(lease);
             tracing::error!(job_id = %lease.job_id, "completer is gone; outcome not recorded");
         }
     }
