@@ -623,10 +623,18 @@ impl KafkaSubscriber {
         self.last_position_check = tokio::time::Instant::now();
         let consumer = consumer.clone();
         let timeout = self.timeout;
-        let running = self.position_check_running.clone();
+        // Cleared however the thread ends (a panic in the client too), so
+        // the check is never left off for good.
+        struct Running(Arc<AtomicBool>);
+        impl Drop for Running {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Release);
+            }
+        }
+        let running = Running(self.position_check_running.clone());
         std::thread::spawn(move || {
+            let _running = running;
             rewind_each_position_past_the_end(&consumer, timeout);
-            running.store(false, Ordering::Release);
         });
     }
 
