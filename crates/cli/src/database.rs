@@ -165,7 +165,7 @@ pub(crate) fn require_postgres_url(url: &str) -> Result<()> {
 /// connection string of key=value pairs (not a URL) any such pair's value.
 pub(crate) fn redact(url: &str) -> String {
     let Ok(mut parsed) = url::Url::parse(url) else {
-        return redact_key_values(url);
+        return redact_key_values(&redact_unparsed_userinfo(url));
     };
     if parsed.password().is_some() {
         let _ = parsed.set_password(Some("***"));
@@ -187,6 +187,23 @@ pub(crate) fn redact(url: &str) -> String {
     parsed.to_string()
 }
 
+/// A URL the parser refused (a bad port, say) may still hold
+/// `user:password@`: the part between the user's `:` and the `@` is masked.
+fn redact_unparsed_userinfo(text: &str) -> String {
+    let Some((scheme, rest)) = text.split_once("://") else {
+        return text.to_owned();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let Some(at) = authority.rfind('@') else {
+        return text.to_owned();
+    };
+    let Some(colon) = authority[..at].find(':') else {
+        return text.to_owned();
+    };
+    format!("{scheme}://{}:***{}", &authority[..colon], &rest[at..])
+}
+
 fn is_password_key(key: &str) -> bool {
     key.eq_ignore_ascii_case("password") || key.eq_ignore_ascii_case("sslpassword")
 }
@@ -202,7 +219,10 @@ fn redact_key_values(text: &str) -> String {
         let value = &rest[value_start..];
         let value_len = match value.strip_prefix('\'') {
             Some(quoted) => quoted.find('\'').map_or(value.len(), |end| end + 2),
-            None => value.find(char::is_whitespace).unwrap_or(value.len()),
+            // A space ends it in a key=value string, a `&` in a URL's query.
+            None => value
+                .find(|c: char| c.is_whitespace() || c == '&')
+                .unwrap_or(value.len()),
         };
         rest = &rest[value_start + value_len..];
     }
@@ -259,6 +279,11 @@ mod tests {
                 "host=db password = *** sslpassword=***",
             ),
             ("postgres://app@db/jobs", "postgres://app@db/jobs"),
+            // Refused by the URL parser (a bad port): masked all the same.
+            (
+                "postgres://app:hunter2@db:54x2/jobs?password=hunter2&sslmode=require",
+                "postgres://app:***@db:54x2/jobs?password=***&sslmode=require",
+            ),
         ] {
             let redacted = redact(given);
             assert_eq!(redacted, shown, "{given}");
