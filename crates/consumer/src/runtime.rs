@@ -553,22 +553,12 @@ impl Inner {
                 // the lease did move on, and recorded if it still held (the
                 // keeper stops an attempt when renewals failed for a while,
                 // an estimate), which spares the job a lapse and a sweep.
+                let gave_up = |result: &Result<(), JobError>| matches!(result, Err(err) if err.kind == JobErrorKind::Cancelled);
                 match end {
-                    HandlerEnd::Returned(Ok(())) => FinishOutcome::Succeeded,
                     // The handler's own answer, as without the stop: a job
                     // it called fatal is not made to run again.
-                    HandlerEnd::Returned(Err(err)) if err.kind == JobErrorKind::Fatal => {
-                        FinishOutcome::Fail {
-                            code: err.code,
-                            message: err.message,
-                        }
-                    }
-                    HandlerEnd::Returned(Err(err)) if err.kind == JobErrorKind::Retryable => {
-                        FinishOutcome::Retry {
-                            delay: backoff(err.retry_after),
-                            code: err.code,
-                            message: err.message,
-                        }
+                    HandlerEnd::Returned(result) if !gave_up(&result) => {
+                        self.outcome(registered, attempt, HandlerEnd::Returned(result), None)
                     }
                     _ => FinishOutcome::Retry {
                         delay: backoff(None),
