@@ -27,7 +27,7 @@
 //! committed and the next member would start past the end of the new log,
 //! skipping every wake-up below it — the reconciler's re-wakes included.
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -275,8 +275,9 @@ impl Transport for KafkaTransport {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            // No per-message redelivery: the jobs table does retries.
-            nack_requeues: false,
+            // Redelivered from this member's memory (the committed offset
+            // stays below it meanwhile, so a restart reads it again too).
+            nack_requeues: true,
             per_key_order: true,
             max_message_bytes: self.shared.config.max_message_bytes,
         }
@@ -438,7 +439,9 @@ pub fn group_for_topic(group: &str, topic: &str) -> String {
 
 /// Which offsets of a partition are received but not yet acknowledged.
 struct PartitionProgress {
-    unacked: BTreeSet<i64>,
+    /// Each delivery not yet acknowledged, by offset, kept as a redelivery
+    /// for [`Subscriber::nack`] with requeue to hand out again.
+    unacked: BTreeMap<i64, Delivery>,
     /// One past the highest offset received.
     next: i64,
     /// Which tracking of this partition the receipts belong to: a receipt
@@ -450,7 +453,7 @@ struct PartitionProgress {
 impl PartitionProgress {
     fn new(epoch: u64) -> Self {
         PartitionProgress {
-            unacked: BTreeSet::new(),
+            unacked: BTreeMap::new(),
             next: 0,
             epoch,
         }
@@ -460,7 +463,9 @@ impl PartitionProgress {
 impl PartitionProgress {
     /// The offset to commit: everything below it is acknowledged.
     fn committable(&self) -> i64 {
-        self.unacked.first().copied().unwrap_or(self.next)
+        self.unacked
+            .first_key_value()
+            .map_or(self.next, |(offset, _)| *offset)
     }
 }
 
@@ -703,9 +708,8 @@ impl KafkaSubscriber {
             *progress = PartitionProgress::new(fresh_epoch);
         }
         let epoch = progress.epoch;
-        progress.unacked.insert(offset);
         progress.next = progress.next.max(offset + 1);
-        Delivery {
+        let delivery = Delivery {
             topic: topic.clone(),
             key: message
                 .key()
@@ -720,6 +724,40 @@ impl KafkaSubscriber {
                 offset,
                 epoch,
             }),
+        };
+        progress.unacked.insert(
+            offset,
+            Delivery {
+                redelivered: true,
+                ..delivery.clone()
+            },
+        );
+        delivery
+    }
+
+    /// Hand `receipts`' deliveries out again, first, on the next receive.
+    /// Kafka cannot redeliver one message, and leaving it unacknowledged
+    /// would hold the partition's committed offset below it until this
+    /// member stops: every wake-up acknowledged after it would come again
+    /// to the next member. A delivery of a partition revoked since (or of
+    /// an earlier tracking of it) is not kept: the partition's next holder
+    /// reads it again from the committed offset.
+    fn requeue(&mut self, receipts: &[Receipt]) {
+        self.forget_revoked();
+        for receipt in receipts.iter().rev() {
+            #[allow(irrefutable_let_patterns)]
+            if let ReceiptInner::Kafka {
+                topic,
+                partition,
+                offset,
+                epoch,
+            } = &receipt.0
+                && let Some(progress) = self.progress.get(&(topic.clone(), *partition))
+                && progress.epoch == *epoch
+                && let Some(delivery) = progress.unacked.get(offset)
+            {
+                self.held.push_front(delivery.clone());
+            }
         }
     }
 
@@ -842,9 +880,7 @@ impl Subscriber for KafkaSubscriber {
 
     async fn nack(&mut self, receipts: &[Receipt], requeue: bool) -> Result<(), TransportError> {
         if requeue {
-            // Kafka cannot redeliver one message: leaving it unacknowledged
-            // keeps the committed offset below it, so the next member of the
-            // group (after a restart or rebalance) reads it again.
+            self.requeue(receipts);
             Ok(())
         } else {
             self.ack(receipts).await

@@ -104,6 +104,64 @@ async fn a_log_that_starts_over_does_not_skip_or_repeat_wake_ups() {
     let _ = transport.delete_topic(&topic).await;
 }
 
+/// A wake-up given back (`nack` with requeue, as a worker does when its
+/// claim fails) comes again from this member, and once it is acknowledged
+/// the group's committed offset moves past it and past every wake-up
+/// acknowledged after it. Left unacknowledged instead, it held the offset
+/// below it until the member stopped, and the next member of the group got
+/// every later wake-up a second time.
+#[tokio::test]
+async fn a_wake_up_given_back_comes_again_and_holds_up_no_later_one() {
+    use jobwire_transport::SubscribeOptions;
+    use jobwire_transport::conformance::{envelope, payloads, receipts, receive_count};
+
+    let transport = KafkaTarget.transport().await;
+    let topic = KafkaTarget.topic("given_back");
+    let options = SubscribeOptions {
+        group: format!("given-back-{}", uuid::Uuid::new_v4().simple()),
+        prefetch: 100,
+        ..SubscribeOptions::default()
+    };
+    let mut first = transport.subscribe(&topic, &options).await.unwrap();
+    // One key: one partition, so the three share one committed offset.
+    let sent: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|label| envelope(&topic, Some("one-key"), label.as_bytes()))
+        .collect();
+    let results = transport.publish(&sent).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    let three = receive_count(first.as_mut(), 3, Duration::from_secs(60)).await;
+    assert_eq!(payloads(&three), vec!["a", "b", "c"]);
+
+    first.nack(&receipts(&three[..1]), true).await.unwrap();
+    first.ack(&receipts(&three[1..])).await.unwrap();
+    let again = receive_count(first.as_mut(), 1, Duration::from_secs(10)).await;
+    assert_eq!(
+        payloads(&again),
+        vec!["a"],
+        "the wake-up given back comes again"
+    );
+    assert!(again[0].redelivered, "marked as a redelivery");
+    first.ack(&receipts(&again)).await.unwrap();
+    first.close().await.unwrap();
+
+    let mut second = transport.subscribe(&topic, &options).await.unwrap();
+    let results = transport
+        .publish(&[envelope(&topic, Some("one-key"), b"d")])
+        .await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    let next = receive_count(second.as_mut(), 1, Duration::from_secs(60)).await;
+    let extra = second.receive(10, Duration::from_secs(2)).await.unwrap();
+    assert_eq!(
+        payloads(&next),
+        vec!["d"],
+        "the next member starts past every acknowledged wake-up"
+    );
+    assert!(extra.is_empty(), "delivered again: {:?}", payloads(&extra));
+    second.close().await.unwrap();
+    let _ = transport.delete_topic(&topic).await;
+}
+
 /// A consumer group rebalances as a whole: when a member joins, every
 /// member's partitions are taken away and handed out again once all of them
 /// have joined again, and none of them receives meanwhile. A worker
