@@ -336,7 +336,7 @@ pub(crate) fn database_error(err: &sqlx::Error) -> ApiError {
 /// cannot be reached, or it refuses the server's connections (a login no
 /// longer allowed or a wrong password, class 28; too many connections or no
 /// memory, 53; a connection failure it reported itself, 08).
-fn cannot_use_database(err: &sqlx::Error) -> bool {
+pub(crate) fn cannot_use_database(err: &sqlx::Error) -> bool {
     match err {
         sqlx::Error::Io(_)
         | sqlx::Error::Tls(_)

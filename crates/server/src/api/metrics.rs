@@ -1,13 +1,15 @@
 //! `/metrics`: the process's metrics in the Prometheus text format, for a
 //! `read` token (Prometheus sends it as `authorization.credentials` in its
-//! scrape config).
+//! scrape config). A token the database confirmed within the last five
+//! minutes still passes while the database cannot be reached, so a scrape
+//! shows the outage instead of failing with it.
 
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
 
 use super::ApiState;
-use super::auth::Reader;
+use super::auth::MetricsReader;
 use super::error::{ApiError, ErrorEnvelope};
 use super::extract::{NoQuery, QueryParams};
 
@@ -29,7 +31,7 @@ const EXPOSITION: &str = "text/plain; version=0.0.4; charset=utf-8";
     security(("bearer" = ["read"]))
 )]
 pub(crate) async fn metrics(
-    _reader: Reader,
+    _reader: MetricsReader,
     State(state): State<ApiState>,
     _: QueryParams<NoQuery>,
 ) -> Result<impl IntoResponse, ApiError> {

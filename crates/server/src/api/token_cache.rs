@@ -32,6 +32,11 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 /// lookup per token every ten seconds costs nothing measurable.
 const MAX_AGE: Duration = Duration::from_secs(10);
 
+/// How long a token the database last confirmed still opens `/metrics`
+/// while the database cannot be asked (see
+/// [`TokenCache::authenticate_through_outage`]).
+pub(crate) const OUTAGE_GRACE: Duration = Duration::from_secs(300);
+
 /// How long the listener's own connection may take to close at shutdown.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
@@ -51,6 +56,11 @@ struct Inner {
     /// Raised by every change heard (and by every drop of the listener), so
     /// that a lookup that started before it does not keep what it read.
     changes: AtomicU64,
+    /// Each token whose secret the database last confirmed, with when:
+    /// kept through a lost listener (unlike `tokens`), for `/metrics`
+    /// during an outage; forgotten on a change heard, or a lookup that no
+    /// longer finds it.
+    confirmed: Mutex<HashMap<String, (Arc<StoredApiToken>, Instant)>>,
     /// Stops the listener when the last handler state goes.
     _stop_listening: Option<DropGuard>,
 }
@@ -85,6 +95,7 @@ impl TokenCache {
                 tokens: Mutex::new(HashMap::new()),
                 listening: AtomicBool::new(false),
                 changes: AtomicU64::new(0),
+                confirmed: Mutex::new(HashMap::new()),
                 _stop_listening: stop_listening,
             }),
         }
@@ -107,14 +118,79 @@ impl TokenCache {
         let changes_before = self.inner.changes.load(Ordering::SeqCst);
         let read_at = Instant::now();
         let Some(stored) = jobwire_core::find_live_api_token(pool, token_id).await? else {
+            self.confirmed().remove(token_id);
             return Ok(None);
         };
         if !stored.admits(secret) {
             return Ok(None);
         }
         let token = stored.token().clone();
+        self.confirm(token_id, &stored, changes_before, read_at);
         self.keep(token_id, stored, changes_before, read_at);
         Ok(Some(token))
+    }
+
+    /// As [`TokenCache::authenticate`], for `/metrics`, which must answer
+    /// through a database outage: its counters are what explain one (the
+    /// relay's broker-down passes, lost lease renewals), and every scrape
+    /// failing would show each process as down. A token the database
+    /// confirmed within [`OUTAGE_GRACE`] is taken without asking while the
+    /// listener has lost its connection (the database is likely away: a
+    /// lookup would wait out the pool's acquire timeout, longer than a
+    /// scrape's), and when a lookup finds the database unreachable. A token
+    /// revoked meanwhile can read the metrics for at most that long; a
+    /// token never confirmed gets the outage's error.
+    pub(crate) async fn authenticate_through_outage(
+        &self,
+        pool: &PgPool,
+        presented: &str,
+    ) -> jobwire_core::Result<Option<ApiToken>> {
+        let Some((token_id, secret)) = jobwire_core::parse_api_token(presented) else {
+            return Ok(None);
+        };
+        let confirmed = || {
+            self.confirmed_within_grace(token_id, Instant::now())
+                .filter(|stored| stored.admits(secret))
+                .map(|stored| stored.token().clone())
+        };
+        if !self.inner.listening.load(Ordering::SeqCst)
+            && let Some(token) = confirmed()
+        {
+            return Ok(Some(token));
+        }
+        match self.authenticate(pool, presented).await {
+            Err(jobwire_core::Error::Database(err)) if super::error::cannot_use_database(&err) => {
+                confirmed().map_or(Err(jobwire_core::Error::Database(err)), |token| {
+                    Ok(Some(token))
+                })
+            }
+            answered => answered,
+        }
+    }
+
+    /// The token the database confirmed under `token_id` less than
+    /// [`OUTAGE_GRACE`] before `now`.
+    fn confirmed_within_grace(&self, token_id: &str, now: Instant) -> Option<Arc<StoredApiToken>> {
+        let confirmed = self.confirmed();
+        let (stored, read_at) = confirmed.get(token_id)?;
+        (now.saturating_duration_since(*read_at) < OUTAGE_GRACE).then(|| stored.clone())
+    }
+
+    /// Remember that the database confirmed `stored` at `read_at`, unless a
+    /// change was heard since the lookup began (it may be its revocation).
+    fn confirm(
+        &self,
+        token_id: &str,
+        stored: &StoredApiToken,
+        changes_before: u64,
+        read_at: Instant,
+    ) {
+        let mut confirmed = self.confirmed();
+        if self.inner.changes.load(Ordering::SeqCst) == changes_before {
+            confirmed.insert(token_id.to_owned(), (Arc::new(stored.clone()), read_at));
+        } else {
+            confirmed.remove(token_id);
+        }
     }
 
     /// The token kept under `token_id`, if kept tokens may be trusted and it
@@ -147,12 +223,17 @@ impl TokenCache {
     /// What the listener heard.
     fn heard(&self, event: ListenEvent<'_>) {
         let mut tokens = self.lock();
+        let mut confirmed = self.confirmed();
         self.inner.changes.fetch_add(1, Ordering::SeqCst);
         match event {
             // An empty payload comes from a TRUNCATE: every token went.
-            ListenEvent::Notification("") => tokens.clear(),
+            ListenEvent::Notification("") => {
+                tokens.clear();
+                confirmed.clear();
+            }
             ListenEvent::Notification(token_id) => {
                 tokens.remove(token_id);
+                confirmed.remove(token_id);
             }
             // Listening again: whatever changed meanwhile went unheard, so
             // nothing kept before is trusted.
@@ -165,6 +246,15 @@ impl TokenCache {
                 self.inner.listening.store(false, Ordering::SeqCst);
             }
         }
+    }
+
+    fn confirmed(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<StoredApiToken>, Instant)>> {
+        self.inner
+            .confirmed
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<StoredApiToken>, Instant)>> {
@@ -250,6 +340,34 @@ mod tests {
         let just_in_time = read_at + MAX_AGE - Duration::from_millis(1);
         assert!(cache.kept("a", just_in_time).is_some());
         assert!(cache.kept("a", read_at + MAX_AGE).is_none());
+    }
+
+    #[test]
+    fn a_confirmed_token_outlasts_a_lost_listener_for_the_grace_but_not_a_change() {
+        let cache = TokenCache::new(None);
+        cache.heard(ListenEvent::MayHaveMissed);
+        let changes = cache.inner.changes.load(Ordering::SeqCst);
+        let read_at = Instant::now();
+        for id in ["a", "b"] {
+            cache.confirm(id, &stored(id), changes, read_at);
+        }
+        cache.heard(ListenEvent::Lost);
+        assert!(cache.kept("a", read_at).is_none(), "not for other calls");
+        assert!(cache.confirmed_within_grace("a", read_at).is_some());
+        assert!(
+            cache
+                .confirmed_within_grace("a", read_at + OUTAGE_GRACE)
+                .is_none(),
+            "not past the grace"
+        );
+        cache.heard(ListenEvent::Notification("a"));
+        assert!(cache.confirmed_within_grace("a", read_at).is_none());
+        assert!(cache.confirmed_within_grace("b", read_at).is_some());
+        cache.heard(ListenEvent::Notification(""));
+        assert!(cache.confirmed_within_grace("b", read_at).is_none());
+        // A lookup overtaken by a change confirms nothing.
+        cache.confirm("c", &stored("c"), changes, read_at);
+        assert!(cache.confirmed_within_grace("c", read_at).is_none());
     }
 
     #[test]
