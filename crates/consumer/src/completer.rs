@@ -284,6 +284,21 @@ fn record(result: FinishResult, meta: &AttemptMeta, outcome: &FinishOutcome, sta
         }
         FinishResult::Recorded {
             job_id,
+            state: JobState::Cancelled,
+            cancel_latency,
+            ..
+        } if *outcome == FinishOutcome::Returned => {
+            // Given back unstarted with a cancel pending: it ends cancelled,
+            // but no attempt was made, so no outcome and no end-to-end
+            // sample; the cancel itself took this long.
+            bump(&stats.cancelled);
+            if let Some(latency) = cancel_latency {
+                metrics::record_cancel_latency(&job.queue, latency);
+            }
+            tracing::debug!(%job_id, "returned unstarted; its cancel took effect");
+        }
+        FinishResult::Recorded {
+            job_id,
             state,
             cancel_latency,
             ..

@@ -155,16 +155,33 @@ pub(crate) fn record_claims(jobs: &[jobwire_core::ClaimedJob], path: ClaimPath) 
 
 /// A claimed job's handler starts: one attempt, and how long it waited
 /// since it became due (`started_at` on the database clock: the claim's
-/// instant plus the time the job then waited here for a slot).
+/// instant plus the time the job then waited here for a slot). Due is
+/// `run_after`, or the enqueue for a job enqueued due in the past (a
+/// backfill may name any time back to the year 1): the time before the
+/// enqueue is nobody's wait, and one such job would swamp the histogram's
+/// sum. The collector's queue age and the API count from the same instant.
 pub(crate) fn record_attempt_start(
     job: &jobwire_core::ClaimedJob,
     started_at: chrono::DateTime<chrono::Utc>,
 ) {
     counter!(ATTEMPTS, "queue" => job.queue.clone(), "job_type" => job.job_type.clone())
         .increment(1);
-    let waited = (started_at - job.run_after).to_std().unwrap_or_default();
+    let waited = waited_since_due(job.run_after, job.created_at, started_at);
     histogram!(QUEUE_WAIT, "queue" => job.queue.clone(), "job_type" => job.job_type.clone())
         .record(waited.as_secs_f64());
+}
+
+/// How long a job waited from when it became due, `run_after` or its
+/// enqueue, whichever came later, to `started_at` (none for a start before
+/// either, a clock step).
+fn waited_since_due(
+    run_after: chrono::DateTime<chrono::Utc>,
+    created_at: chrono::DateTime<chrono::Utc>,
+    started_at: chrono::DateTime<chrono::Utc>,
+) -> std::time::Duration {
+    (started_at - run_after.max(created_at))
+        .to_std()
+        .unwrap_or_default()
 }
 
 /// One claimed-ahead job of `queue` waits for a handler slot, for as long
@@ -244,4 +261,30 @@ pub(crate) fn record_rewakes(n: usize) {
 
 pub(crate) fn record_occurrences(n: usize) {
     counter!(SCHEDULE_OCCURRENCES).increment(n as u64);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_due_before_its_enqueue_waited_from_the_enqueue() {
+        let at =
+            |s: i64| chrono::DateTime::<chrono::Utc>::UNIX_EPOCH + chrono::Duration::seconds(s);
+        let year_one = "0001-01-01T00:00:00Z".parse().unwrap();
+        // Enqueued at 1,000 s due in the year 1 (a backfill), started at 1,002 s.
+        assert_eq!(
+            waited_since_due(year_one, at(1_000), at(1_002)),
+            std::time::Duration::from_secs(2)
+        );
+        // A retry due at 1,500 s, first enqueued at 1,000 s, started at 1,501 s.
+        assert_eq!(
+            waited_since_due(at(1_500), at(1_000), at(1_501)),
+            std::time::Duration::from_secs(1)
+        );
+        assert_eq!(
+            waited_since_due(at(1_500), at(1_000), at(1_400)),
+            std::time::Duration::ZERO
+        );
+    }
 }

@@ -37,6 +37,17 @@ impl Default for CollectorConfig {
     }
 }
 
+/// How long a tick may take before it is abandoned (a database gone
+/// mid-query, a connect that never answers; shutdown never waits on one).
+/// A round's gauges are set again at most this plus an interval after the
+/// last time, which must stay within [`GAUGE_IDLE`]: otherwise every
+/// database gauge would vanish between two slow rounds while the leader
+/// still reported itself elected, and the alerts that wait on a gauge
+/// (`for:`) would start over each time.
+fn tick_limit(interval: Duration) -> Duration {
+    GAUGE_IDLE.saturating_sub(interval) * 3 / 4
+}
+
 impl CollectorConfig {
     /// Reject settings that cannot work.
     pub fn validate(&self) -> Result<(), InvalidSetting> {
@@ -90,10 +101,7 @@ impl DatabaseCollector {
         let mut session: Option<PgConnection> = None;
         let mut leading = false;
         let mut last_round = LastRound::default();
-        // A tick that hangs (a database gone mid-query, a connect that never
-        // answers) is abandoned after a few intervals, and shutdown never
-        // waits on one.
-        let tick_limit = (self.config.interval * 3).max(Duration::from_secs(10));
+        let tick_limit = tick_limit(self.config.interval);
         loop {
             let ticked = tokio::select! {
                 ticked = tokio::time::timeout(tick_limit, self.tick(&mut session, &mut leading, &mut last_round)) => ticked,
@@ -253,7 +261,9 @@ async fn collect(
         gauge!(QUEUE_PAUSED, "queue" => queue.queue.clone()).set(f64::from(u8::from(queue.paused)));
         gauge!(QUEUE_LEASE_EXPIRED, "queue" => queue.queue.clone()).set(queue.lease_expired as f64);
     }
+    let mut folded = false;
     for group in store::failed_groups_top(&mut *connection, failed_groups).await? {
+        folded |= group.job_type.is_none();
         let job_type = group.job_type.unwrap_or_else(|| "_other".into());
         // An empty label value reads as no label at all in Prometheus.
         let error_code = match group.error_code {
@@ -290,12 +300,20 @@ async fn collect(
         gauge!(QUEUE_PAUSED, "queue" => queue.clone()).set(0.0);
         gauge!(QUEUE_LEASE_EXPIRED, "queue" => queue.clone()).set(0.0);
     }
-    for (job_type, error_code) in last_round
-        .failed_groups
-        .difference(&this_round.failed_groups)
-    {
-        gauge!(FAILED_JOBS, "job_type" => job_type.clone(), "error_code" => error_code.clone())
-            .set(0.0);
+    // A group missing from a round that folded groups into `_other` may be
+    // folded, not gone: set to 0, it would read 0 while it held dead
+    // letters, and JobwireDeadLettersGrowing would see its whole count as
+    // new when it came back into the top groups. Such a series is left to
+    // idle out instead. Without folding, every group is listed, so a
+    // missing one was retried or archived: it reads 0 at once.
+    if !folded {
+        for (job_type, error_code) in last_round
+            .failed_groups
+            .difference(&this_round.failed_groups)
+        {
+            gauge!(FAILED_JOBS, "job_type" => job_type.clone(), "error_code" => error_code.clone())
+                .set(0.0);
+        }
     }
     for schedule in last_round.schedules.difference(&this_round.schedules) {
         gauge!(SCHEDULE_DELAY, "schedule" => schedule.clone()).set(0.0);
@@ -307,6 +325,23 @@ async fn collect(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_round_at_its_time_limit_still_sets_the_gauges_before_they_vanish() {
+        for millis in [1, 1_000, 5_000, 10_000] {
+            let interval = Duration::from_millis(millis);
+            let config = CollectorConfig {
+                interval,
+                ..CollectorConfig::default()
+            };
+            assert!(config.validate().is_ok(), "{interval:?}");
+            assert!(
+                tick_limit(interval) + interval < GAUGE_IDLE,
+                "{interval:?}: gauges idle out between rounds"
+            );
+            assert!(tick_limit(interval) >= Duration::from_secs(10));
+        }
+    }
 
     fn queue(name: String, queued: i64, age: Option<f64>) -> QueueOverview {
         QueueOverview {
