@@ -70,9 +70,9 @@ WITH done AS (
               END AS cancel_latency_s,
               j.tenant
 ),
--- The slots the jobs above held (only a job with a tenant can hold one: the
--- others skip the lookup, so a queue without caps pays next to nothing for
--- this), with the broker topic of a broker queue. The slot is read from
+-- The slots the jobs above held (only a job whose row names a slot holds
+-- one: the others skip the slot lookup, so a queue without caps reads no
+-- slot row, tenants or not), with the broker topic of a broker queue. The slot is read from
 -- the job's row as this statement's snapshot shows it, before `done`
 -- cleared it (an UPDATE returns only the new values), and the slot row is
 -- found by its key: job_id is in no index, so that a slot's change of
@@ -87,7 +87,7 @@ held AS (
       ON s.queue = b.queue AND s.tenant = b.tenant AND s.slot = b.tenant_slot
      AND s.job_id = d.job_id
     LEFT JOIN job_queues q ON q.queue = s.queue AND q.dispatch = 'broker'
-    WHERE d.tenant IS NOT NULL
+    WHERE d.tenant IS NOT NULL AND b.tenant_slot IS NOT NULL
 ),
 -- A broker queue's freed slots within the tenant's cap (a cap lowered
 -- since frees the slots above it), numbered per tenant.

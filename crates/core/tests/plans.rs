@@ -9,7 +9,8 @@
 //! does not walk one tenant's backlog to find another's jobs
 //! (`20261202000003_capped_claim_reads_by_tenant.sql`); an enqueue under a
 //! tenant's rate reads no counter row of a window long past
-//! (`20261207000001_rate_counts_read_by_window.sql`).
+//! (`20261207000001_rate_counts_read_by_window.sql`); with nothing
+//! configured, tenants and limits touch no table of theirs.
 
 use jobwire_core::{Dispatch, NewJob};
 use serde_json::{Value, json};
@@ -344,4 +345,55 @@ async fn an_enqueue_under_a_rate_reads_no_counter_row_of_a_window_long_past(pool
         read < 100,
         "three enqueues read {read} counter rows; the tenant's live ones are at most 3"
     );
+}
+
+/// Tenants and enqueue limits cost nothing until configured: with jobs that
+/// name tenants but no cap, limit or rate anywhere, an enqueue, a claim and
+/// a completion neither read nor write the tenant slots, the tenants'
+/// settings or the rate counters. Counted in PostgreSQL's per-transaction
+/// statistics, which see the statements inside functions and triggers.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn with_nothing_configured_tenants_and_limits_touch_no_table_of_theirs(pool: PgPool) {
+    let mut tx = pool.begin().await.unwrap();
+    let jobs: Vec<NewJob> = (0..10)
+        .map(|i| {
+            NewJob::new("work", json!({ "i": i }))
+                .with_queue("q")
+                .with_tenant(["A", "B"][i % 2])
+        })
+        .collect();
+    jobwire_core::enqueue_many(&mut *tx, &jobs).await.unwrap();
+    jobwire_core::enqueue(
+        &mut *tx,
+        &NewJob::new("work", json!({}))
+            .with_queue("q")
+            .with_tenant("C"),
+    )
+    .await
+    .unwrap();
+    let claimed =
+        jobwire_core::claim_batch(&mut *tx, "q", "w", 11, std::time::Duration::from_secs(60))
+            .await
+            .unwrap();
+    assert_eq!(claimed.len(), 11);
+    for job in &claimed {
+        jobwire_core::complete(&mut *tx, "w", job.lease)
+            .await
+            .unwrap();
+    }
+    for table in ["job_tenant_slots", "job_tenants", "job_enqueue_counts"] {
+        let mut touched = 0;
+        for counter in [
+            "seq_scan",
+            "idx_scan",
+            "n_tup_ins",
+            "n_tup_upd",
+            "n_tup_del",
+        ] {
+            touched += table_stat_in_transaction(&mut tx, table, counter).await;
+        }
+        assert_eq!(touched, 0, "{table} was read or written");
+    }
+    // The counters do see this transaction's work on the jobs table.
+    assert!(table_stat_in_transaction(&mut tx, "jobs", "n_tup_ins").await >= 11);
 }
