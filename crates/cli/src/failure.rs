@@ -48,6 +48,23 @@ fn flag_for(name: &str) -> String {
     .to_owned()
 }
 
+/// Exit status 75 (`EX_TEMPFAIL` of sysexits.h: try again later) for an
+/// enqueue refused by a limit, so a script can tell "full, retry" from any
+/// other failure (1).
+pub(crate) const LIMITED: u8 = 75;
+
+/// The exit status for `err`: [`LIMITED`] when a queue or tenant limit
+/// refused it, 1 otherwise.
+pub(crate) fn exit_status(err: &anyhow::Error) -> u8 {
+    let limited = err.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<Core>(),
+            Some(Core::QueueFull { .. } | Core::RateLimited { .. })
+        )
+    });
+    if limited { LIMITED } else { 1 }
+}
+
 /// The message for standard error: `Error: …`, then each cause as anyhow
 /// lists them, but no backtrace.
 pub(crate) fn report(err: &anyhow::Error) -> String {
@@ -71,6 +88,35 @@ pub(crate) fn report(err: &anyhow::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_by_a_limit_exits_75_and_any_other_failure_1() {
+        let full = anyhow::Error::new(Core::QueueFull {
+            reason: jobwire_core::FullReason::Queue,
+            queue: "imports".into(),
+            tenant: None,
+            limit: 2,
+            retry_after: std::time::Duration::from_secs(1),
+            message: "queue imports is full".into(),
+        });
+        assert_eq!(exit_status(&full), LIMITED);
+        let limited = anyhow::Error::new(Core::RateLimited {
+            queue: "imports".into(),
+            tenant: "acme".into(),
+            limit: 1,
+            per_seconds: 3600,
+            retry_after: std::time::Duration::from_secs(60),
+            message: "over its rate".into(),
+        })
+        .context("enqueueing import_row");
+        assert_eq!(exit_status(&limited), LIMITED, "found under a context too");
+        let other = anyhow::Error::new(Core::InvalidArgument {
+            argument: "max_queued",
+            reason: "must be at least 1".into(),
+        });
+        assert_eq!(exit_status(&other), 1);
+        assert_eq!(exit_status(&anyhow::anyhow!("no database")), 1);
+    }
 
     #[test]
     fn a_rejected_argument_is_named_by_its_flag() {

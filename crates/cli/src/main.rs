@@ -149,7 +149,7 @@ async fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("{}", failure::report(&err));
-            ExitCode::FAILURE
+            ExitCode::from(failure::exit_status(&err))
         }
     }
 }

@@ -755,14 +755,18 @@ async fn enqueue_limits_from_the_command_line() {
         let ok = enqueue("imports");
         assert!(ok.status.success(), "{}", stderr(&ok));
     }
+    // A refusal by a limit exits 75 (try again later), not 1, so a
+    // script can tell it from any other failure.
     let full = enqueue("imports");
-    assert!(!full.status.success());
+    assert_eq!(full.status.code(), Some(75), "{}", stderr(&full));
     assert!(stderr(&full).contains("is full"), "{}", stderr(&full));
     assert!(stderr(&full).contains("retry after"), "{}", stderr(&full));
     assert!(enqueue("other").status.success());
     let limited = enqueue("other");
-    assert!(!limited.status.success());
+    assert_eq!(limited.status.code(), Some(75), "{}", stderr(&limited));
     assert_says(&stderr(&limited), "enqueue rate of 1 job(s) per 3600 s");
+    let unknown = jobwire(&db.url, &["enqueue", "import_row", "--priority", "x"]);
+    assert_eq!(unknown.status.code(), Some(2), "a usage error stays 2");
 
     // Nothing was written by a refusal.
     let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
@@ -771,6 +775,16 @@ async fn enqueue_limits_from_the_command_line() {
         .await
         .unwrap();
     assert_eq!(jobs, 3);
+
+    // The queue drains: one job claimed, the next enqueue gets in.
+    let claimed =
+        jobwire_core::claim_batch(&pool, "imports", "w", 1, std::time::Duration::from_secs(60))
+            .await
+            .unwrap();
+    assert_eq!(claimed.len(), 1);
+    let ok = enqueue("imports");
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    assert_eq!(enqueue("imports").status.code(), Some(75), "full again");
 
     // Shown, changed one at a time, removed.
     let shown = jobwire(&db.url, &["queue", "limits", "imports", "--json"]);
