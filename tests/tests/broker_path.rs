@@ -11,6 +11,7 @@
 //! timeout, and the relay's retried batches deepened the queue further.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -867,6 +868,119 @@ async fn the_safety_net_runs_jobs_whose_wake_ups_are_lost(
     assert_eq!(runs.more_than_once(), 0);
 }
 
+/// A capped tenant on a broker queue: its waiting jobs get a wake-up only
+/// as a slot frees, and the finish that frees it wakes the next one itself
+/// (no reconciler runs; the safety net would wait ten minutes), one freed
+/// slot at a time. A wake-up that arrives while the tenant is at its cap
+/// (as a reconciler's re-wake could) is acknowledged as a `capped` miss:
+/// counted once, not handed back to come again.
+async fn a_capped_tenants_freed_slot_wakes_its_next_job(connect: PgConnectOptions, broker: Broker) {
+    const CAP: usize = 2;
+    const JOBS: usize = 6;
+    let setup = Setup::new(connect, broker).await;
+    jobwire_core::set_tenant_cap(&setup.pool, &setup.queue, None, Some(CAP as u32))
+        .await
+        .unwrap();
+    // Each job's handler waits for a permit the test hands out; how many
+    // ran at once is kept.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let runs = Runs::default();
+    let mut registry = HandlerRegistry::new();
+    registry.register("gated", {
+        let (gate, running, most, runs) =
+            (gate.clone(), running.clone(), most.clone(), runs.clone());
+        move |ctx: JobContext| {
+            let (gate, running, most, runs) =
+                (gate.clone(), running.clone(), most.clone(), runs.clone());
+            async move {
+                *runs.0.lock().unwrap().entry(ctx.job_id()).or_default() += 1;
+                most.fetch_max(running.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                gate.acquire().await.unwrap().forget();
+                running.fetch_sub(1, Ordering::SeqCst);
+                Ok(())
+            }
+        }
+    });
+    let jobs: Vec<NewJob> = (0..JOBS)
+        .map(|i| setup.job("gated", json!({ "i": i })).with_tenant("A"))
+        .collect();
+    let ids = jobwire_test_support::enqueue_ids(&setup.pool, &jobs)
+        .await
+        .unwrap();
+    let transport = setup.transport().await;
+    let relay = setup.start_relay(transport.clone()).await;
+    let config = WorkerConfig {
+        safety_net_after: Some(Duration::from_secs(600)),
+        ..setup.worker_config(8)
+    };
+    let worker = setup.start_worker(registry, transport.clone(), config);
+    let started = |n: usize| {
+        let runs = runs.clone();
+        async move {
+            let deadline = tokio::time::Instant::now() + WAIT;
+            while runs.total() < n as u32 {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "{broker:?}: {} of {n} jobs started",
+                    runs.total()
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    started(CAP).await;
+
+    // A wake-up for a waiting job while the tenant is at its cap.
+    let waiting = *ids
+        .iter()
+        .find(|id| !runs.0.lock().unwrap().contains_key(id))
+        .unwrap();
+    let mut headers = jobwire_transport::Headers::new();
+    headers.insert(header::OUTBOX_ID.into(), "3000000".into());
+    let published = transport
+        .publish(&[Envelope {
+            outbox_id: 3_000_000,
+            topic: setup.topic.clone(),
+            key: Some(waiting.to_string()),
+            payload: json!({ "job_id": waiting }).to_string().into_bytes(),
+            headers,
+        }])
+        .await;
+    assert!(published.iter().all(Result::is_ok), "{published:?}");
+    wait_for_report(&worker.stats, "a capped wake-up", |report| {
+        report.wake_ups_capped >= 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        worker.stats.report().wake_ups_capped,
+        1,
+        "{broker:?}: a capped wake-up came again"
+    );
+    assert_eq!(runs.total(), CAP as u32, "{broker:?}: ran past the cap");
+
+    // Each freed slot starts the next job.
+    for next in CAP + 1..=JOBS {
+        gate.add_permits(1);
+        started(next).await;
+    }
+    gate.add_permits(JOBS);
+    wait_for_all_finished(&setup.pool, &ids, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let report = worker.stop().await;
+    relay.stop().await;
+    assert!(
+        most.load(Ordering::SeqCst) <= CAP,
+        "{broker:?}: {most:?} at once"
+    );
+    assert_eq!(runs.total(), JOBS as u32);
+    assert_eq!(runs.more_than_once(), 0);
+    assert_eq!(report.safety_net_claims, 0, "{report:?}");
+    assert_eq!(report.wake_ups_capped, 1, "{report:?}");
+}
+
 /// A worker that cannot subscribe at all (its broker refuses it: here a
 /// port nothing listens on, as a mistyped address would be) still runs the
 /// queue's jobs through the safety net while it retries: its subscribe loop
@@ -954,6 +1068,14 @@ macro_rules! broker_scenarios {
                 connect: PgConnectOptions,
             ) {
                 super::a_wake_up_for_another_queues_job_claims_nothing(connect, $broker).await;
+            }
+
+            #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+            async fn a_capped_tenants_freed_slot_wakes_its_next_job(
+                _options: PgPoolOptions,
+                connect: PgConnectOptions,
+            ) {
+                super::a_capped_tenants_freed_slot_wakes_its_next_job(connect, $broker).await;
             }
 
             #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]

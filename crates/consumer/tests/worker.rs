@@ -157,9 +157,13 @@ async fn jobs_whose_notifications_are_all_lost_are_found_by_the_poll(pool: PgPoo
     listener.listen(jobwire_core::WAKE_CHANNEL).await.unwrap();
 
     let worker = RunningWorker::start(&pool, builtin_registry(), config);
-    // Let the worker reach its idle wait (a full poll interval: it has not
-    // found work yet), then enqueue one job at a time, each committed alone.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A first job, run however the worker finds it, shows the worker past
+    // its start (whose first claim would find the jobs below without any
+    // poll); a moment more lets it reach its idle wait. Then one job at a
+    // time, each committed alone.
+    let first = enqueue(&pool, NewJob::new("noop", json!({})).with_queue("work")).await;
+    wait_for_all_finished(&pool, &[first], WAIT).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
     let mut job_ids = Vec::new();
     for i in 0..3 {
         job_ids.push(
@@ -172,7 +176,7 @@ async fn jobs_whose_notifications_are_all_lost_are_found_by_the_poll(pool: PgPoo
     }
     wait_for_all_finished(&pool, &job_ids, WAIT).await.unwrap();
     let report = worker.stop().await;
-    assert_eq!((report.claimed, report.succeeded), (3, 3));
+    assert_eq!((report.claimed, report.succeeded), (4, 4));
 
     // No notification was sent for them: the poll alone found them.
     let heard = tokio::time::timeout(Duration::from_millis(200), listener.recv()).await;

@@ -595,6 +595,73 @@ async fn sql_enqueues_and_plain_inserts_are_refused_with_their_own_sqlstate(pool
     assert!(detail["retryAfterMs"].as_u64().unwrap() > 1000);
     assert_eq!(jobs_in(&pool, "q").await, 1);
     assert_eq!(jobs_in(&pool, "r").await, 1);
+
+    // The queue drains: its job claimed, the SQL enqueue gets in again.
+    let claimed = jobwire_core::claim_batch(&pool, "q", "w", 1, LEASE)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    sqlx::query("SELECT jobwire_enqueue('work', queue => 'q')")
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(jobs_in(&pool, "q").await, 2);
+
+    // A full tenant and shedding refuse through SQL too, each with its reason.
+    let one_waiting = TenantLimits {
+        max_queued: Some(1),
+        ..TenantLimits::default()
+    };
+    jobwire_core::set_tenant_limits(&pool, "t", None, &one_waiting)
+        .await
+        .unwrap();
+    sqlx::query("SELECT jobwire_enqueue('work', queue => 't', tenant => 'acme')")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let (code, detail) = sql_refusal(
+        &pool,
+        "SELECT jobwire_enqueue('work', queue => 't', tenant => 'acme')",
+    )
+    .await;
+    assert_eq!(
+        (code.as_str(), &detail["reason"]),
+        ("JW429", &json!("tenant"))
+    );
+    assert_eq!(detail["tenant"], "acme");
+    sqlx::query("SELECT jobwire_enqueue('work', queue => 't', tenant => 'globex')")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let shedding = QueueLimits {
+        shed: Some(Shedding {
+            depth: 1,
+            priority: 0,
+        }),
+        ..QueueLimits::default()
+    };
+    jobwire_core::set_queue_limits(&pool, "s", &shedding)
+        .await
+        .unwrap();
+    sqlx::query("SELECT jobwire_enqueue('work', queue => 's')")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let (code, detail) = sql_refusal(
+        &pool,
+        "SELECT jobwire_enqueue('work', queue => 's', priority => 5)",
+    )
+    .await;
+    assert_eq!(
+        (code.as_str(), &detail["reason"]),
+        ("JW429", &json!("shed"))
+    );
+    sqlx::query("SELECT jobwire_enqueue('work', queue => 's', priority => -1)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(jobs_in(&pool, "t").await, 2);
+    assert_eq!(jobs_in(&pool, "s").await, 2);
 }
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]

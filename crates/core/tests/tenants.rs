@@ -120,6 +120,43 @@ async fn a_small_tenant_behind_a_large_backlog_starts_within_a_few_claims(pool: 
     assert_eq!(small_claimed, 3);
 }
 
+/// Turns are taken among jobs of equal priority: a more urgent job goes
+/// first whoever's turn it is, and only then do the tenants alternate.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn priority_comes_before_the_tenants_turns(pool: PgPool) {
+    jobwire_core::set_tenant_cap(&pool, "q", None, Some(100))
+        .await
+        .unwrap();
+    enqueue_for(&pool, "q", "big", 200).await;
+    let small = enqueue_for(&pool, "q", "small", 3).await;
+    let urgent: Vec<NewJob> = (0..4)
+        .map(|i| {
+            NewJob::new("work", json!({ "urgent": i }))
+                .with_queue("q")
+                .with_tenant("big")
+                .with_priority(-1)
+        })
+        .collect();
+    let urgent = jobwire_test_support::enqueue_ids(&pool, &urgent)
+        .await
+        .unwrap();
+    let claimed: Vec<Uuid> = jobwire_core::claim_batch(&pool, "q", "w", 6, LEASE)
+        .await
+        .unwrap()
+        .iter()
+        .map(|job| job.lease.job_id)
+        .collect();
+    assert_eq!(claimed.len(), 6);
+    assert!(
+        urgent.iter().all(|id| claimed.contains(id)),
+        "every urgent job first"
+    );
+    // Then turns at priority 0: the small tenant's first two, ahead of the
+    // big tenant's fifth and sixth jobs.
+    let small_claimed = claimed.iter().filter(|id| small.contains(id)).count();
+    assert_eq!(small_claimed, 2);
+}
+
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn concurrent_claimers_never_take_more_slots_than_the_cap(pool: PgPool) {
     jobwire_core::set_tenant_cap(&pool, "q", None, Some(3))
@@ -789,6 +826,50 @@ async fn the_safety_net_times_a_slot_holder_from_its_hand_over(pool: PgPool) {
         .unwrap();
     let late_ids: Vec<Uuid> = late.iter().map(|job| job.lease.job_id).collect();
     assert_eq!(late_ids, vec![ids[1]]);
+}
+
+/// The safety net never runs a tenant past its cap: jobs overdue by any
+/// measure, waiting while their tenant's every slot is taken, stay where
+/// they are; once the slot is free again it takes the next one, no more.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn the_safety_net_never_claims_past_a_tenants_cap(pool: PgPool) {
+    const BOUND: Duration = Duration::from_secs(180);
+    capped_broker_queue(&pool, 1).await;
+    let ids = enqueue_for(&pool, "b", "acme", 3).await;
+    backdate_every_job_ten_minutes(&pool).await;
+    let first = wake_up_claim(&pool, &ids[..1]).await.claimed.remove(0);
+    sqlx::query("UPDATE jobs SET updated_at = now() - interval '10 minutes' WHERE job_id <> $1")
+        .bind(ids[0])
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    let net = jobwire_core::claim_overdue(&pool, "b", BOUND, "net", 5, LEASE)
+        .await
+        .unwrap();
+    assert!(net.is_empty(), "claimed past the cap: {net:?}");
+
+    // The slot freed (and handed to the next job), the net may take that
+    // one once it is overdue too, and only that one.
+    jobwire_core::complete(&pool, "c", first.lease)
+        .await
+        .unwrap();
+    sqlx::query(
+        "UPDATE jobs SET updated_at = now() - interval '181 seconds' WHERE state = 'QUEUED'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let net = jobwire_core::claim_overdue(&pool, "b", BOUND, "net", 5, LEASE)
+        .await
+        .unwrap();
+    assert_eq!(net.len(), 1, "{net:?}");
+    let running: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM jobs WHERE queue = 'b' AND state = 'RUNNING'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(running, 1);
 }
 
 /// A job that held its slot through a long pause gets a fresh wake-up when

@@ -1398,6 +1398,45 @@ async fn enqueue_limits_over_http(pool: PgPool) {
     let (_, listed) = parts(api.get("/jobs?limit=100", &api.read).send().await.unwrap()).await;
     assert_eq!(listed["jobs"].as_array().unwrap().len(), 3, "{listed}");
 
+    // The queue drains: one of its two jobs claimed, an urgent job gets in.
+    let claimed = jobwire_core::claim_batch(
+        &api.pool,
+        "imports",
+        "w",
+        1,
+        std::time::Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(enqueue(&api, row(-5)).await.0, 201);
+
+    // A tenant at its own cap on waiting jobs: 429, named in the message.
+    jobwire_core::set_tenant_limits(
+        &api.pool,
+        "other",
+        Some("globex"),
+        &jobwire_core::TenantLimits {
+            max_queued: Some(1),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let globex_row = json!({"type": "import_row", "queue": "other", "tenant": "globex"});
+    assert_eq!(enqueue(&api, globex_row.clone()).await.0, 201);
+    let (status, body) = enqueue(&api, globex_row).await;
+    assert_eq!((status, error_code(&body)), (429, "QUEUE_FULL"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("globex"),
+        "{body}"
+    );
+    let (_, listed) = parts(api.get("/jobs?limit=100", &api.read).send().await.unwrap()).await;
+    assert_eq!(listed["jobs"].as_array().unwrap().len(), 5, "{listed}");
+
     // Bad bodies: a clear 400, nothing changed.
     // Each names the field at fault as the API spells it.
     for (path, body, field) in [

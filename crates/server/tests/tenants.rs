@@ -315,3 +315,138 @@ async fn a_failing_capped_claim_runs_the_rest_of_the_batch_and_returns_its_wake_
     assert_eq!(runs.len(), 25);
     assert!(runs.values().all(|&n| n == 1), "a job ran twice: {runs:?}");
 }
+
+/// On the PostgreSQL path, the finish that frees a capped tenant's slot
+/// starts its next job at once: the worker polls only every ten minutes
+/// here, so nothing but the completion's own wake-up can explain each
+/// start. One freed slot at a time, the tenant never past its cap.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_freed_slot_on_the_postgres_path_starts_the_tenants_next_job(pool: PgPool) {
+    const JOBS: usize = 4;
+    jobwire_core::set_tenant_cap(&pool, "capped", None, Some(1))
+        .await
+        .unwrap();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let started = Runs::default();
+    let mut registry = HandlerRegistry::new();
+    registry.register("gated", {
+        let (gate, started) = (gate.clone(), started.clone());
+        move |ctx: JobContext| {
+            *started.0.lock().unwrap().entry(ctx.job_id()).or_default() += 1;
+            let gate = gate.clone();
+            async move {
+                gate.acquire().await.unwrap().forget();
+                Ok(())
+            }
+        }
+    });
+    let jobs: Vec<NewJob> = (0..JOBS)
+        .map(|i| {
+            NewJob::new("gated", json!({ "i": i }))
+                .with_queue("capped")
+                .with_tenant("A")
+        })
+        .collect();
+    let ids = jobwire_test_support::enqueue_ids(&pool, &jobs)
+        .await
+        .unwrap();
+    let mut config = test_worker_config("capped", 4);
+    config.poll_interval = Duration::from_secs(600);
+    let own = own_pool(&pool).await;
+    let mut node = Node::new(own.clone())
+        .with_worker(Worker::new(own, registry, config))
+        .start()
+        .unwrap();
+    let count = |runs: &Runs| runs.0.lock().unwrap().values().sum::<u32>();
+    for n in 1..=JOBS as u32 {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while count(&started) < n {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{} of {n} jobs started",
+                count(&started)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Exactly one runs: the cap holds while the slot is taken.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(count(&started), n, "ran past the cap of 1");
+        gate.add_permits(1);
+    }
+    wait_for_all_finished(&pool, &ids, WAIT).await.unwrap();
+    node.stop().await.unwrap();
+    let runs = started.0.lock().unwrap().clone();
+    assert_eq!(runs.len(), JOBS);
+    assert!(runs.values().all(|&n| n == 1), "a job ran twice: {runs:?}");
+}
+
+/// A worker stopped while it runs a capped tenant's jobs, with more of them
+/// claimed ahead into its local queue, leaves no slot held: the running
+/// jobs give theirs back as they end (here as cancelled, to run again),
+/// the claimed-ahead ones as they are returned unstarted. Every job is
+/// then waiting again, none lost.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_worker_stopped_mid_run_leaves_no_tenant_slot_held(pool: PgPool) {
+    jobwire_core::set_tenant_cap(&pool, "capped", None, Some(CAP))
+        .await
+        .unwrap();
+    let started = Runs::default();
+    let mut registry = HandlerRegistry::new();
+    registry.register("until_stopped", {
+        let started = started.clone();
+        move |ctx: JobContext| {
+            *started.0.lock().unwrap().entry(ctx.job_id()).or_default() += 1;
+            async move {
+                ctx.cancelled().await;
+                Err(jobwire_consumer::JobError::cancelled())
+            }
+        }
+    });
+    let jobs: Vec<NewJob> = (0..20)
+        .map(|i| {
+            NewJob::new("until_stopped", json!({ "i": i }))
+                .with_queue("capped")
+                .with_tenant(["A", "B"][i % 2])
+        })
+        .collect();
+    let ids = jobwire_test_support::enqueue_ids(&pool, &jobs)
+        .await
+        .unwrap();
+    let own = own_pool(&pool).await;
+    let mut node = Node::new(own.clone())
+        .with_worker(Worker::new(own, registry, test_worker_config("capped", 16)))
+        .start()
+        .unwrap();
+    // Both tenants at their cap.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while started.0.lock().unwrap().len() < 2 * CAP as usize {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the caps never filled"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    node.stop().await.unwrap();
+
+    let held: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM job_tenant_slots WHERE queue = 'capped' AND job_id IS NOT NULL",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(held, 0, "a slot stayed held after the worker stopped");
+    let states: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT state::text, count(*) FROM jobs WHERE job_id = ANY($1) GROUP BY 1 ORDER BY 1",
+    )
+    .bind(&ids)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert!(
+        states
+            .iter()
+            .all(|(state, _)| state == "QUEUED" || state == "RETRY_WAIT"),
+        "{states:?}"
+    );
+    assert_eq!(states.iter().map(|(_, n)| n).sum::<i64>(), 20);
+}
