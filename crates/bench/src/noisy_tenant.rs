@@ -3,12 +3,17 @@
 //! tenants' jobs wait to start, and how fast the backlog drains, with the
 //! queue's tenant cap on and off.
 
+use std::collections::HashMap;
+
 use anyhow::Result;
+use chrono::{DateTime, Utc};
 use jobwire_core::NewJob;
 use serde::Serialize;
 use sqlx::PgPool;
+use uuid::Uuid;
 
 use crate::harness::{Runs, clean_up, fresh_queue, run_pool, start, wait_for_queue};
+use crate::quantile::percentile;
 use crate::workloads::{Arrivals, arrivals_of, enqueue_backlog, latency};
 use crate::{BenchConfig, PathUnderTest};
 
@@ -55,7 +60,7 @@ struct Measured {
     lost_or_repeated: i64,
 }
 
-#[derive(sqlx::FromRow)]
+/// Slot freed -> next start, median, 95th and 99th percentile, ms.
 struct Handover {
     p50: Option<f64>,
     p95: Option<f64>,
@@ -65,35 +70,65 @@ struct Handover {
 /// Slot freed -> next start for a tenant held at `cap`: while it is at its
 /// cap, its (cap + k)-th job can start only once k of its jobs finished, so
 /// pairing the k-th finish with the (cap + k)-th start (both in time order)
-/// measures how long each freed slot stayed empty. A job's finish is its
-/// completion's timestamp, before that transaction commits and the slot
-/// is free, so the figure includes the commit: an upper bound.
-///
-/// The two orders are zipped as arrays (`unnest` of two arrays pairs them
-/// by position) rather than joined on row numbers: with statistics from
-/// before the backlog the planner joined the row numbers in a nested loop,
-/// and pairing 20,000 jobs took 75 s.
-async fn slot_handover(pool: &PgPool, queue: &str, cap: u32) -> Result<Handover> {
-    Ok(sqlx::query_as(
-        "WITH ordered AS (
-             SELECT array_agg(heartbeat_at ORDER BY heartbeat_at) AS starts,
-                    array_agg(finished_at ORDER BY finished_at) AS finishes
-             FROM jobs WHERE queue = $1 AND tenant = $2),
-         handover AS (
-             SELECT greatest(extract(epoch FROM p.started - p.finished), 0) * 1000 AS ms
-             FROM ordered o
-             CROSS JOIN LATERAL unnest(o.finishes, o.starts[$3::int + 1:]) AS p(finished, started)
-             WHERE p.finished IS NOT NULL AND p.started IS NOT NULL)
-         SELECT percentile_cont(0.50) WITHIN GROUP (ORDER BY ms)::float8 AS p50,
-                percentile_cont(0.95) WITHIN GROUP (ORDER BY ms)::float8 AS p95,
-                percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::float8 AS p99
-         FROM handover",
-    )
-    .bind(queue)
-    .bind(NOISY)
-    .bind(i64::from(cap))
-    .fetch_one(pool)
-    .await?)
+/// measures how long each freed slot stayed empty. A start is the handler's
+/// own (`starts`, the bench handler's clock), not the claim: a job claimed
+/// ahead into the worker's local queue has its slot but has not started. A
+/// finish is its completion's timestamp, taken before that transaction
+/// commits and the slot is free, so the figure includes the commit: an upper
+/// bound.
+async fn slot_handover(
+    pool: &PgPool,
+    queue: &str,
+    cap: u32,
+    starts: &HashMap<Uuid, DateTime<Utc>>,
+) -> Result<Handover> {
+    let rows: Vec<(Uuid, Option<DateTime<Utc>>)> =
+        sqlx::query_as("SELECT job_id, finished_at FROM jobs WHERE queue = $1 AND tenant = $2")
+            .bind(queue)
+            .bind(NOISY)
+            .fetch_all(pool)
+            .await?;
+    let finishes: Vec<DateTime<Utc>> = rows.iter().filter_map(|(_, finished)| *finished).collect();
+    let started: Vec<DateTime<Utc>> = rows
+        .iter()
+        .filter_map(|(job, _)| starts.get(job).copied())
+        .collect();
+    let mut waits = freed_slot_waits_ms(finishes, started, cap as usize);
+    if waits.is_empty() {
+        return Ok(Handover {
+            p50: None,
+            p95: None,
+            p99: None,
+        });
+    }
+    Ok(Handover {
+        p50: Some(percentile(&mut waits, 0.50)),
+        p95: Some(percentile(&mut waits, 0.95)),
+        p99: Some(percentile(&mut waits, 0.99)),
+    })
+}
+
+/// The k-th finish paired with the (cap + k)-th start, each in time order:
+/// how long each freed slot stayed empty, in ms (never below 0: a start
+/// before its paired finish is a slot that was never empty).
+fn freed_slot_waits_ms(
+    mut finishes: Vec<DateTime<Utc>>,
+    mut starts: Vec<DateTime<Utc>>,
+    cap: usize,
+) -> Vec<f64> {
+    finishes.sort_unstable();
+    starts.sort_unstable();
+    finishes
+        .iter()
+        .zip(starts.iter().skip(cap))
+        .map(|(finished, started)| {
+            ((*started - *finished)
+                .num_microseconds()
+                .unwrap_or(i64::MAX) as f64
+                / 1000.0)
+                .max(0.0)
+        })
+        .collect()
 }
 
 /// Run it once with the cap `tenant_cap` (or none).
@@ -145,7 +180,7 @@ pub async fn noisy_tenant(
     .fetch_one(pool)
     .await?;
     let handover = match tenant_cap {
-        Some(cap) => Some(slot_handover(pool, &queue, cap).await?),
+        Some(cap) => Some(slot_handover(pool, &queue, cap, &runs.first_starts()).await?),
         None => None,
     };
     // The quiet jobs alone: `quiet` holds only theirs.
@@ -178,4 +213,28 @@ async fn quiet_arrivals(pool: &PgPool, queue: &str, config: &BenchConfig) -> Res
             .with_tenant(QUIET_TENANTS[i % QUIET_TENANTS.len()])
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_freed_slot_is_paired_with_the_start_it_let_in() {
+        let at = |ms: i64| DateTime::<Utc>::UNIX_EPOCH + chrono::Duration::milliseconds(ms);
+        // Cap 2: jobs 1 and 2 start at once; each finish lets one more in.
+        let starts = vec![at(0), at(1), at(13), at(24), at(30)];
+        let finishes = vec![at(20), at(10), at(22), at(35), at(40)];
+        assert_eq!(
+            freed_slot_waits_ms(finishes, starts, 2),
+            vec![3.0, 4.0, 8.0],
+            "10 -> 13, 20 -> 24, 22 -> 30; the later finishes let nobody in"
+        );
+        assert_eq!(
+            freed_slot_waits_ms(vec![at(10)], vec![at(0), at(5)], 1),
+            vec![0.0],
+            "a start before its paired finish waited for nothing"
+        );
+        assert!(freed_slot_waits_ms(vec![], vec![at(0)], 1).is_empty());
+    }
 }
