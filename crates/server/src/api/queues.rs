@@ -141,7 +141,9 @@ pub(crate) async fn pause_queue(
     set_paused(&token, &state, queue, true).await
 }
 
-/// Resume a queue, waking its waiting jobs in the same transaction.
+/// Resume a queue; its waiting jobs are woken once the resume commits.
+///
+/// The wake-ups are written by a statement of their own, after the resume.
 #[utoipa::path(
     post,
     path = "/queues/{name}/resume",
