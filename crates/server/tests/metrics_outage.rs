@@ -1,9 +1,12 @@
 //! `/metrics` answers through a database outage, over a real socket: a
 //! worker's metrics server reaches PostgreSQL through a proxy the test
-//! switches off. A token the database confirmed before the outage still
-//! opens `/metrics` once the server's kept copy has expired (the counters a
-//! scrape then shows are what explain the outage); a token never confirmed
-//! gets the outage's 503, and so does `/readyz`.
+//! first stalls (every connection, open or new, hangs) and then switches
+//! off. A
+//! token the database confirmed before the outage still opens `/metrics`
+//! once the server's kept copy has expired (the counters a scrape then
+//! shows are what explain the outage); a token never confirmed, or a
+//! confirmed token's id with another secret, gets the outage's 503, and so
+//! does `/readyz`.
 
 use std::time::Duration;
 
@@ -19,9 +22,11 @@ async fn a_confirmed_token_reads_metrics_while_the_database_is_away(pool: PgPool
     let options = pool.connect_options();
     let upstream = format!("{}:{}", options.get_host(), options.get_port());
     let proxy = FlakyProxy::start(&upstream, true).await.unwrap();
+    // A pool that waits a minute for a connection, longer than a scrape
+    // waits for its answer: the check must not wait as long.
     let through_proxy = PgPoolOptions::new()
         .max_connections(4)
-        .acquire_timeout(Duration::from_secs(2))
+        .acquire_timeout(Duration::from_secs(60))
         .connect_with(
             options
                 .as_ref()
@@ -51,10 +56,11 @@ async fn a_confirmed_token_reads_metrics_while_the_database_is_away(pool: PgPool
     let scrape = |token: String| {
         let (client, url) = (client.clone(), format!("{base}/metrics"));
         async move {
+            // Prometheus's default scrape timeout is 10 s.
             client
                 .get(url)
                 .bearer_auth(token)
-                .timeout(Duration::from_secs(30))
+                .timeout(Duration::from_secs(8))
                 .send()
                 .await
                 .unwrap()
@@ -64,10 +70,22 @@ async fn a_confirmed_token_reads_metrics_while_the_database_is_away(pool: PgPool
     };
     assert_eq!(scrape(scraper.clone()).await, 200, "before the outage");
 
-    proxy.set_up(false);
+    // The network under every open connection dies without closing them
+    // (the listener's too), and a new connection hangs in its handshake.
     // Past the ten seconds a server trusts its kept copy of a token without
-    // asking: from here a check goes to the database, which is away.
+    // asking, a check goes to the database and hangs (the pool would wait
+    // a minute for a connection).
+    proxy.stall_live();
+    proxy.hang_new();
     tokio::time::sleep(Duration::from_secs(11)).await;
+    assert_eq!(
+        scrape(scraper.clone()).await,
+        200,
+        "a token confirmed before the outage reads the metrics while a check hangs"
+    );
+
+    // The database refuses every connection.
+    proxy.set_up(false);
     let ready = client
         .get(format!("{base}/readyz"))
         .timeout(Duration::from_secs(30))
@@ -85,6 +103,9 @@ async fn a_confirmed_token_reads_metrics_while_the_database_is_away(pool: PgPool
         503,
         "a token never confirmed gets the outage's answer"
     );
+    // The confirmed token's id with another secret is no confirmed token.
+    let (id, _) = scraper.rsplit_once('_').unwrap();
+    assert_eq!(scrape(format!("{id}_{}", "0".repeat(64))).await, 503);
     assert_eq!(scrape("jw_made_up.secret".into()).await, 401);
 
     proxy.set_up(true);

@@ -23,6 +23,7 @@ pub struct FlakyProxy {
     /// Where clients connect.
     pub addr: SocketAddr,
     up: Arc<AtomicBool>,
+    hang: Arc<AtomicBool>,
     cut: Arc<Mutex<CancellationToken>>,
     stall: Arc<Mutex<CancellationToken>>,
     accept: JoinHandle<()>,
@@ -34,10 +35,12 @@ impl FlakyProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let state = Arc::new(AtomicBool::new(up));
+        let hang = Arc::new(AtomicBool::new(false));
         let cut = Arc::new(Mutex::new(CancellationToken::new()));
         let stall = Arc::new(Mutex::new(CancellationToken::new()));
         let upstream = upstream.to_owned();
-        let (state_in, cut_in, stall_in) = (state.clone(), cut.clone(), stall.clone());
+        let (state_in, hang_in, cut_in, stall_in) =
+            (state.clone(), hang.clone(), cut.clone(), stall.clone());
         let accept = tokio::spawn(async move {
             loop {
                 let Ok((mut client, _)) = listener.accept().await else {
@@ -48,6 +51,14 @@ impl FlakyProxy {
                     continue;
                 }
                 let token = cut_in.lock().unwrap().clone();
+                if hang_in.load(Ordering::SeqCst) {
+                    // Held open, never read or written, until cut.
+                    tokio::spawn(async move {
+                        token.cancelled().await;
+                        drop(client);
+                    });
+                    continue;
+                }
                 let stalled = stall_in.lock().unwrap().clone();
                 let upstream = upstream.clone();
                 tokio::spawn(async move {
@@ -73,6 +84,7 @@ impl FlakyProxy {
         Ok(FlakyProxy {
             addr,
             up: state,
+            hang,
             cut,
             stall,
             accept,
@@ -87,6 +99,14 @@ impl FlakyProxy {
             cut.cancel();
             *cut = CancellationToken::new();
         }
+    }
+
+    /// Take every new connection and carry nothing on it, never answering
+    /// (until the proxy is switched off or dropped): with
+    /// [`FlakyProxy::stall_live`], a network that died under every open
+    /// connection while a new one hangs in its handshake too.
+    pub fn hang_new(&self) {
+        self.hang.store(true, Ordering::SeqCst);
     }
 
     /// Stall every live connection: each stays open and carries nothing

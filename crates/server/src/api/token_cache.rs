@@ -37,6 +37,12 @@ const MAX_AGE: Duration = Duration::from_secs(10);
 /// [`TokenCache::authenticate_through_outage`]).
 pub(crate) const OUTAGE_GRACE: Duration = Duration::from_secs(300);
 
+/// How long `/metrics` waits for its token check before it takes the token
+/// the database last confirmed: within a scrape's timeout (Prometheus's is
+/// 10 s by default), where the pool's acquire timeout or a stalled
+/// connection would not be.
+const OUTAGE_LOOKUP_WAIT: Duration = Duration::from_secs(2);
+
 /// How long the listener's own connection may take to close at shutdown.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
@@ -61,6 +67,11 @@ struct Inner {
     /// during an outage; forgotten on a change heard, or a lookup that no
     /// longer finds it.
     confirmed: Mutex<HashMap<String, (Arc<StoredApiToken>, Instant)>>,
+    /// Raised whenever a lookup finds a token gone (and by every change
+    /// heard), so that a lookup that started before does not confirm what
+    /// it read: with the listener down, nothing else orders a revocation
+    /// against a slower lookup of the same token.
+    removals: AtomicU64,
     /// Stops the listener when the last handler state goes.
     _stop_listening: Option<DropGuard>,
 }
@@ -96,6 +107,7 @@ impl TokenCache {
                 listening: AtomicBool::new(false),
                 changes: AtomicU64::new(0),
                 confirmed: Mutex::new(HashMap::new()),
+                removals: AtomicU64::new(0),
                 _stop_listening: stop_listening,
             }),
         }
@@ -116,16 +128,17 @@ impl TokenCache {
             return Ok(kept.admits(secret).then(|| kept.token().clone()));
         }
         let changes_before = self.inner.changes.load(Ordering::SeqCst);
+        let removals_before = self.inner.removals.load(Ordering::SeqCst);
         let read_at = Instant::now();
         let Some(stored) = jobwire_core::find_live_api_token(pool, token_id).await? else {
-            self.confirmed().remove(token_id);
+            self.forget_confirmed(token_id);
             return Ok(None);
         };
         if !stored.admits(secret) {
             return Ok(None);
         }
         let token = stored.token().clone();
-        self.confirm(token_id, &stored, changes_before, read_at);
+        self.confirm(token_id, &stored, removals_before, read_at);
         self.keep(token_id, stored, changes_before, read_at);
         Ok(Some(token))
     }
@@ -133,13 +146,14 @@ impl TokenCache {
     /// As [`TokenCache::authenticate`], for `/metrics`, which must answer
     /// through a database outage: its counters are what explain one (the
     /// relay's broker-down passes, lost lease renewals), and every scrape
-    /// failing would show each process as down. A token the database
-    /// confirmed within [`OUTAGE_GRACE`] is taken without asking while the
-    /// listener has lost its connection (the database is likely away: a
-    /// lookup would wait out the pool's acquire timeout, longer than a
-    /// scrape's), and when a lookup finds the database unreachable. A token
-    /// revoked meanwhile can read the metrics for at most that long; a
-    /// token never confirmed gets the outage's error.
+    /// failing would show each process as down. The database is asked as
+    /// always, for up to [`OUTAGE_LOOKUP_WAIT`]; only when it cannot be
+    /// reached (or does not answer in that time: a stalled connection, a
+    /// pool waiting for one) is a token it confirmed within
+    /// [`OUTAGE_GRACE`] taken instead. A revocation the database answers
+    /// with is never overridden; one made during the outage can be missed
+    /// for at most the grace. A token never confirmed gets the outage's
+    /// error.
     pub(crate) async fn authenticate_through_outage(
         &self,
         pool: &PgPool,
@@ -148,23 +162,23 @@ impl TokenCache {
         let Some((token_id, secret)) = jobwire_core::parse_api_token(presented) else {
             return Ok(None);
         };
-        let confirmed = || {
-            self.confirmed_within_grace(token_id, Instant::now())
-                .filter(|stored| stored.admits(secret))
-                .map(|stored| stored.token().clone())
-        };
-        if !self.inner.listening.load(Ordering::SeqCst)
-            && let Some(token) = confirmed()
+        let unreachable = match tokio::time::timeout(
+            OUTAGE_LOOKUP_WAIT,
+            self.authenticate(pool, presented),
+        )
+        .await
         {
-            return Ok(Some(token));
-        }
-        match self.authenticate(pool, presented).await {
-            Err(jobwire_core::Error::Database(err)) if super::error::cannot_use_database(&err) => {
-                confirmed().map_or(Err(jobwire_core::Error::Database(err)), |token| {
-                    Ok(Some(token))
-                })
+            Ok(Err(jobwire_core::Error::Database(err)))
+                if super::error::cannot_use_database(&err) =>
+            {
+                err
             }
-            answered => answered,
+            Ok(answered) => return answered,
+            Err(_) => sqlx::Error::PoolTimedOut,
+        };
+        match self.confirmed_within_grace(token_id, Instant::now()) {
+            Some(stored) if stored.admits(secret) => Ok(Some(stored.token().clone())),
+            _ => Err(jobwire_core::Error::Database(unreachable)),
         }
     }
 
@@ -177,20 +191,28 @@ impl TokenCache {
     }
 
     /// Remember that the database confirmed `stored` at `read_at`, unless a
-    /// change was heard since the lookup began (it may be its revocation).
+    /// token was found gone or a change heard since the lookup began
+    /// (either may be this token's revocation).
     fn confirm(
         &self,
         token_id: &str,
         stored: &StoredApiToken,
-        changes_before: u64,
+        removals_before: u64,
         read_at: Instant,
     ) {
         let mut confirmed = self.confirmed();
-        if self.inner.changes.load(Ordering::SeqCst) == changes_before {
+        if self.inner.removals.load(Ordering::SeqCst) == removals_before {
             confirmed.insert(token_id.to_owned(), (Arc::new(stored.clone()), read_at));
         } else {
             confirmed.remove(token_id);
         }
+    }
+
+    /// A lookup found `token_id` gone: no earlier lookup may confirm it.
+    fn forget_confirmed(&self, token_id: &str) {
+        let mut confirmed = self.confirmed();
+        self.inner.removals.fetch_add(1, Ordering::SeqCst);
+        confirmed.remove(token_id);
     }
 
     /// The token kept under `token_id`, if kept tokens may be trusted and it
@@ -225,6 +247,7 @@ impl TokenCache {
         let mut tokens = self.lock();
         let mut confirmed = self.confirmed();
         self.inner.changes.fetch_add(1, Ordering::SeqCst);
+        self.inner.removals.fetch_add(1, Ordering::SeqCst);
         match event {
             // An empty payload comes from a TRUNCATE: every token went.
             ListenEvent::Notification("") => {
@@ -346,10 +369,10 @@ mod tests {
     fn a_confirmed_token_outlasts_a_lost_listener_for_the_grace_but_not_a_change() {
         let cache = TokenCache::new(None);
         cache.heard(ListenEvent::MayHaveMissed);
-        let changes = cache.inner.changes.load(Ordering::SeqCst);
+        let removals = cache.inner.removals.load(Ordering::SeqCst);
         let read_at = Instant::now();
         for id in ["a", "b"] {
-            cache.confirm(id, &stored(id), changes, read_at);
+            cache.confirm(id, &stored(id), removals, read_at);
         }
         cache.heard(ListenEvent::Lost);
         assert!(cache.kept("a", read_at).is_none(), "not for other calls");
@@ -366,8 +389,28 @@ mod tests {
         cache.heard(ListenEvent::Notification(""));
         assert!(cache.confirmed_within_grace("b", read_at).is_none());
         // A lookup overtaken by a change confirms nothing.
-        cache.confirm("c", &stored("c"), changes, read_at);
+        cache.confirm("c", &stored("c"), removals, read_at);
         assert!(cache.confirmed_within_grace("c", read_at).is_none());
+    }
+
+    #[test]
+    fn a_lookup_that_began_before_a_token_was_found_gone_confirms_nothing() {
+        // The listener down: nothing is heard, so only the removal orders
+        // a slow lookup (begun before the revocation) against a quick one.
+        let cache = TokenCache::new(None);
+        let removals = cache.inner.removals.load(Ordering::SeqCst);
+        cache.confirm("a", &stored("a"), removals, Instant::now());
+        let slow_lookup_began = cache.inner.removals.load(Ordering::SeqCst);
+        cache.forget_confirmed("a");
+        assert!(cache.confirmed_within_grace("a", Instant::now()).is_none());
+        cache.confirm("a", &stored("a"), slow_lookup_began, Instant::now());
+        assert!(
+            cache.confirmed_within_grace("a", Instant::now()).is_none(),
+            "the slow lookup put a revoked token back"
+        );
+        let after = cache.inner.removals.load(Ordering::SeqCst);
+        cache.confirm("a", &stored("a"), after, Instant::now());
+        assert!(cache.confirmed_within_grace("a", Instant::now()).is_some());
     }
 
     #[test]
