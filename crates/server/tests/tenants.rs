@@ -317,9 +317,9 @@ async fn a_failing_capped_claim_runs_the_rest_of_the_batch_and_returns_its_wake_
 }
 
 /// On the PostgreSQL path, the finish that frees a capped tenant's slot
-/// starts its next job at once: the worker polls only every ten minutes
-/// here, so nothing but the completion's own wake-up can explain each
-/// start. One freed slot at a time, the tenant never past its cap.
+/// starts its next job: each completion wakes the queue (heard here on the
+/// wake channel), and the next job starts with the worker's idle poll at
+/// ten minutes. One freed slot at a time, the tenant never past its cap.
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_freed_slot_on_the_postgres_path_starts_the_tenants_next_job(pool: PgPool) {
     const JOBS: usize = 4;
@@ -357,6 +357,10 @@ async fn a_freed_slot_on_the_postgres_path_starts_the_tenants_next_job(pool: PgP
         .with_worker(Worker::new(own, registry, config))
         .start()
         .unwrap();
+    let mut wakes = sqlx::postgres::PgListener::connect_with(&pool)
+        .await
+        .unwrap();
+    wakes.listen(jobwire_core::WAKE_CHANNEL).await.unwrap();
     let count = |runs: &Runs| runs.0.lock().unwrap().values().sum::<u32>();
     for n in 1..=JOBS as u32 {
         let deadline = tokio::time::Instant::now() + WAIT;
@@ -372,6 +376,12 @@ async fn a_freed_slot_on_the_postgres_path_starts_the_tenants_next_job(pool: PgP
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(count(&started), n, "ran past the cap of 1");
         gate.add_permits(1);
+        // The completion that frees the slot wakes the queue.
+        let woken = tokio::time::timeout(WAIT, wakes.recv())
+            .await
+            .expect("the completion woke the queue")
+            .unwrap();
+        assert_eq!(woken.payload(), "capped");
     }
     wait_for_all_finished(&pool, &ids, WAIT).await.unwrap();
     node.stop().await.unwrap();

@@ -755,7 +755,13 @@ impl KafkaSubscriber {
                 && let Some(progress) = self.progress.get(&(topic.clone(), *partition))
                 && progress.epoch == *epoch
                 && let Some(delivery) = progress.unacked.get(offset)
+                && !self
+                    .held
+                    .iter()
+                    .any(|held| held.receipt == delivery.receipt)
             {
+                // Once: a receipt given back twice before it came again is
+                // still one delivery.
                 self.held.push_front(delivery.clone());
             }
         }
