@@ -186,7 +186,10 @@ const STATES: [&str; 7] = [
 const MAX_QUEUES: usize = 100;
 
 /// `queues`, the busiest [`MAX_QUEUES`] as they are and the rest folded into
-/// one `_other` row (depths summed, the oldest age kept, paused if any is).
+/// one `_other` row: depths summed; the oldest age of the queues that are
+/// not paused (a paused queue's age grows on purpose); paused only if
+/// every folded queue is. (Marked paused when any one was, it hid
+/// JobwireQueueBehind for all of them.)
 fn bounded_queues(mut queues: Vec<QueueOverview>) -> Vec<QueueOverview> {
     if queues.len() <= MAX_QUEUES {
         return queues;
@@ -203,8 +206,9 @@ fn bounded_queues(mut queues: Vec<QueueOverview>) -> Vec<QueueOverview> {
         dispatch: "mixed".into(),
         ..QueueOverview::default()
     };
+    other.paused = true;
     for queue in rest {
-        other.paused |= queue.paused;
+        other.paused &= queue.paused;
         other.queued += queue.queued;
         other.running += queue.running;
         other.retry_wait += queue.retry_wait;
@@ -213,6 +217,9 @@ fn bounded_queues(mut queues: Vec<QueueOverview>) -> Vec<QueueOverview> {
         other.failed += queue.failed;
         other.cancelled += queue.cancelled;
         other.lease_expired += queue.lease_expired;
+        if queue.paused {
+            continue;
+        }
         other.oldest_runnable_age_s =
             match (other.oldest_runnable_age_s, queue.oldest_runnable_age_s) {
                 (Some(a), Some(b)) => Some(a.max(b)),
@@ -372,5 +379,32 @@ mod tests {
         assert_eq!(other.queued, (0..5).sum::<i64>());
         assert_eq!(other.succeeded, 5);
         assert_eq!(other.oldest_runnable_age_s, Some(4.0));
+        assert!(!other.paused);
+    }
+
+    #[test]
+    fn a_paused_queue_among_the_folded_hides_no_other_queues_age() {
+        let mut many: Vec<_> = (0..MAX_QUEUES as i64 + 3)
+            .map(|i| queue(format!("q{i:03}"), i + 10, Some(1.0)))
+            .collect();
+        // Two of the quietest: one paused with a very old job, one late.
+        many[0] = QueueOverview {
+            paused: true,
+            ..queue("paused".into(), 0, Some(9_999.0))
+        };
+        many[1] = queue("late".into(), 1, Some(600.0));
+        let other = bounded_queues(many).pop().unwrap();
+        assert_eq!(other.queue, "_other");
+        assert!(!other.paused, "not every folded queue is paused");
+        assert_eq!(other.oldest_runnable_age_s, Some(600.0));
+
+        let all_paused: Vec<_> = (0..MAX_QUEUES as i64 + 2)
+            .map(|i| QueueOverview {
+                paused: i < 2,
+                ..queue(format!("q{i:03}"), i, Some(5.0))
+            })
+            .collect();
+        let other = bounded_queues(all_paused).pop().unwrap();
+        assert!(other.paused, "every folded queue is paused");
     }
 }
