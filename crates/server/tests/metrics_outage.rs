@@ -75,8 +75,8 @@ async fn a_confirmed_token_reads_metrics_while_the_database_is_away(pool: PgPool
     // Past the ten seconds a server trusts its kept copy of a token without
     // asking, a check goes to the database and hangs (the pool would wait
     // a minute for a connection).
-    proxy.stall_live();
     proxy.hang_new();
+    proxy.stall_live();
     tokio::time::sleep(Duration::from_secs(11)).await;
     assert_eq!(
         scrape(scraper.clone()).await,

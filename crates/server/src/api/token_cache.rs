@@ -43,8 +43,26 @@ pub(crate) const OUTAGE_GRACE: Duration = Duration::from_secs(300);
 /// connection would not be.
 const OUTAGE_LOOKUP_WAIT: Duration = Duration::from_secs(2);
 
+/// How many removal counters the confirmed tokens are spread over.
+const REMOVAL_BUCKETS: usize = 64;
+
+/// Which removal counter `token_id` uses.
+fn removal_bucket(token_id: &str) -> usize {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    BuildHasherDefault::<DefaultHasher>::default().hash_one(token_id) as usize % REMOVAL_BUCKETS
+}
+
 /// How long the listener's own connection may take to close at shutdown.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// Whether `err` says the database is away for now: unreachable, refusing
+/// connections, or ending this one (an administrator's shutdown, a crash,
+/// a server that is starting: class 57P01–57P03).
+fn database_is_away(err: &sqlx::Error) -> bool {
+    super::error::cannot_use_database(err)
+        || matches!(err, sqlx::Error::Database(db)
+            if matches!(db.code().as_deref(), Some("57P01" | "57P02" | "57P03")))
+}
 
 /// Checked tokens by id; cloned into every handler's state.
 #[derive(Clone)]
@@ -67,11 +85,14 @@ struct Inner {
     /// during an outage; forgotten on a change heard, or a lookup that no
     /// longer finds it.
     confirmed: Mutex<HashMap<String, (Arc<StoredApiToken>, Instant)>>,
-    /// Raised whenever a lookup finds a token gone (and by every change
-    /// heard), so that a lookup that started before does not confirm what
-    /// it read: with the listener down, nothing else orders a revocation
-    /// against a slower lookup of the same token.
-    removals: AtomicU64,
+    /// Raised whenever a lookup finds a token gone or a change to a token is
+    /// heard, so that a lookup of that token that started before does not
+    /// confirm what it read: with the listener down, nothing else orders a
+    /// revocation against a slower lookup of the same token. One counter
+    /// per bucket of token ids ([`removal_bucket`]), so that lookups of
+    /// made-up or revoked tokens do not keep other tokens from being
+    /// confirmed.
+    removals: [AtomicU64; REMOVAL_BUCKETS],
     /// Stops the listener when the last handler state goes.
     _stop_listening: Option<DropGuard>,
 }
@@ -107,7 +128,7 @@ impl TokenCache {
                 listening: AtomicBool::new(false),
                 changes: AtomicU64::new(0),
                 confirmed: Mutex::new(HashMap::new()),
-                removals: AtomicU64::new(0),
+                removals: std::array::from_fn(|_| AtomicU64::new(0)),
                 _stop_listening: stop_listening,
             }),
         }
@@ -128,7 +149,7 @@ impl TokenCache {
             return Ok(kept.admits(secret).then(|| kept.token().clone()));
         }
         let changes_before = self.inner.changes.load(Ordering::SeqCst);
-        let removals_before = self.inner.removals.load(Ordering::SeqCst);
+        let removals_before = self.removals_of(token_id).load(Ordering::SeqCst);
         let read_at = Instant::now();
         let Some(stored) = jobwire_core::find_live_api_token(pool, token_id).await? else {
             self.forget_confirmed(token_id);
@@ -151,9 +172,10 @@ impl TokenCache {
     /// reached (or does not answer in that time: a stalled connection, a
     /// pool waiting for one) is a token it confirmed within
     /// [`OUTAGE_GRACE`] taken instead. A revocation the database answers
-    /// with is never overridden; one made during the outage can be missed
-    /// for at most the grace. A token never confirmed gets the outage's
-    /// error.
+    /// with, however late, forgets the token; one the database cannot tell
+    /// of (made during the outage, or answered after the wait and unheard)
+    /// can be missed for at most the grace. A token never confirmed gets
+    /// the outage's error.
     pub(crate) async fn authenticate_through_outage(
         &self,
         pool: &PgPool,
@@ -162,18 +184,16 @@ impl TokenCache {
         let Some((token_id, secret)) = jobwire_core::parse_api_token(presented) else {
             return Ok(None);
         };
-        let unreachable = match tokio::time::timeout(
-            OUTAGE_LOOKUP_WAIT,
-            self.authenticate(pool, presented),
-        )
-        .await
-        {
-            Ok(Err(jobwire_core::Error::Database(err)))
-                if super::error::cannot_use_database(&err) =>
-            {
-                err
-            }
-            Ok(answered) => return answered,
+        // A task of its own, so that an answer coming after the wait still
+        // forgets a revoked token (or confirms a live one).
+        let lookup = tokio::spawn({
+            let (cache, pool, presented) = (self.clone(), pool.clone(), presented.to_owned());
+            async move { cache.authenticate(&pool, &presented).await }
+        });
+        let unreachable = match tokio::time::timeout(OUTAGE_LOOKUP_WAIT, lookup).await {
+            Ok(Ok(Err(jobwire_core::Error::Database(err)))) if database_is_away(&err) => err,
+            Ok(Ok(answered)) => return answered,
+            Ok(Err(panicked)) => std::panic::resume_unwind(panicked.into_panic()),
             Err(_) => sqlx::Error::PoolTimedOut,
         };
         match self.confirmed_within_grace(token_id, Instant::now()) {
@@ -201,18 +221,23 @@ impl TokenCache {
         read_at: Instant,
     ) {
         let mut confirmed = self.confirmed();
-        if self.inner.removals.load(Ordering::SeqCst) == removals_before {
+        // Overtaken by a removal, the lookup leaves the map as the removal
+        // left it.
+        if self.removals_of(token_id).load(Ordering::SeqCst) == removals_before {
             confirmed.insert(token_id.to_owned(), (Arc::new(stored.clone()), read_at));
-        } else {
-            confirmed.remove(token_id);
         }
     }
 
     /// A lookup found `token_id` gone: no earlier lookup may confirm it.
     fn forget_confirmed(&self, token_id: &str) {
         let mut confirmed = self.confirmed();
-        self.inner.removals.fetch_add(1, Ordering::SeqCst);
+        self.removals_of(token_id).fetch_add(1, Ordering::SeqCst);
         confirmed.remove(token_id);
+    }
+
+    /// The removal counter of `token_id`'s bucket.
+    fn removals_of(&self, token_id: &str) -> &AtomicU64 {
+        &self.inner.removals[removal_bucket(token_id)]
     }
 
     /// The token kept under `token_id`, if kept tokens may be trusted and it
@@ -247,14 +272,17 @@ impl TokenCache {
         let mut tokens = self.lock();
         let mut confirmed = self.confirmed();
         self.inner.changes.fetch_add(1, Ordering::SeqCst);
-        self.inner.removals.fetch_add(1, Ordering::SeqCst);
         match event {
             // An empty payload comes from a TRUNCATE: every token went.
             ListenEvent::Notification("") => {
+                for removals in &self.inner.removals {
+                    removals.fetch_add(1, Ordering::SeqCst);
+                }
                 tokens.clear();
                 confirmed.clear();
             }
             ListenEvent::Notification(token_id) => {
+                self.removals_of(token_id).fetch_add(1, Ordering::SeqCst);
                 tokens.remove(token_id);
                 confirmed.remove(token_id);
             }
@@ -369,9 +397,9 @@ mod tests {
     fn a_confirmed_token_outlasts_a_lost_listener_for_the_grace_but_not_a_change() {
         let cache = TokenCache::new(None);
         cache.heard(ListenEvent::MayHaveMissed);
-        let removals = cache.inner.removals.load(Ordering::SeqCst);
         let read_at = Instant::now();
         for id in ["a", "b"] {
+            let removals = cache.removals_of(id).load(Ordering::SeqCst);
             cache.confirm(id, &stored(id), removals, read_at);
         }
         cache.heard(ListenEvent::Lost);
@@ -388,7 +416,9 @@ mod tests {
         assert!(cache.confirmed_within_grace("b", read_at).is_some());
         cache.heard(ListenEvent::Notification(""));
         assert!(cache.confirmed_within_grace("b", read_at).is_none());
-        // A lookup overtaken by a change confirms nothing.
+        // A lookup overtaken by a change to its token confirms nothing.
+        let removals = cache.removals_of("c").load(Ordering::SeqCst);
+        cache.heard(ListenEvent::Notification("c"));
         cache.confirm("c", &stored("c"), removals, read_at);
         assert!(cache.confirmed_within_grace("c", read_at).is_none());
     }
@@ -398,9 +428,9 @@ mod tests {
         // The listener down: nothing is heard, so only the removal orders
         // a slow lookup (begun before the revocation) against a quick one.
         let cache = TokenCache::new(None);
-        let removals = cache.inner.removals.load(Ordering::SeqCst);
+        let removals = cache.removals_of("a").load(Ordering::SeqCst);
         cache.confirm("a", &stored("a"), removals, Instant::now());
-        let slow_lookup_began = cache.inner.removals.load(Ordering::SeqCst);
+        let slow_lookup_began = cache.removals_of("a").load(Ordering::SeqCst);
         cache.forget_confirmed("a");
         assert!(cache.confirmed_within_grace("a", Instant::now()).is_none());
         cache.confirm("a", &stored("a"), slow_lookup_began, Instant::now());
@@ -408,8 +438,20 @@ mod tests {
             cache.confirmed_within_grace("a", Instant::now()).is_none(),
             "the slow lookup put a revoked token back"
         );
-        let after = cache.inner.removals.load(Ordering::SeqCst);
+        let after = cache.removals_of("a").load(Ordering::SeqCst);
         cache.confirm("a", &stored("a"), after, Instant::now());
+        assert!(cache.confirmed_within_grace("a", Instant::now()).is_some());
+
+        // Neither a lost listener nor another token's removal keeps a
+        // lookup from confirming its own token (unless they share a bucket).
+        let other = (0..)
+            .map(|n| format!("x{n}"))
+            .find(|id| removal_bucket(id) != removal_bucket("a"))
+            .unwrap();
+        let began = cache.removals_of("a").load(Ordering::SeqCst);
+        cache.heard(ListenEvent::Lost);
+        cache.forget_confirmed(&other);
+        cache.confirm("a", &stored("a"), began, Instant::now());
         assert!(cache.confirmed_within_grace("a", Instant::now()).is_some());
     }
 
