@@ -838,11 +838,6 @@ async fn the_safety_net_never_claims_past_a_tenants_cap(pool: PgPool) {
     let ids = enqueue_for(&pool, "b", "acme", 3).await;
     backdate_every_job_ten_minutes(&pool).await;
     let first = wake_up_claim(&pool, &ids[..1]).await.claimed.remove(0);
-    sqlx::query("UPDATE jobs SET updated_at = now() - interval '10 minutes' WHERE job_id <> $1")
-        .bind(ids[0])
-        .execute(&pool)
-        .await
-        .unwrap();
 
     let net = jobwire_core::claim_overdue(&pool, "b", BOUND, "net", 5, LEASE)
         .await

@@ -745,16 +745,8 @@ impl KafkaSubscriber {
     fn requeue(&mut self, receipts: &[Receipt]) {
         self.forget_revoked();
         for receipt in receipts.iter().rev() {
-            #[allow(irrefutable_let_patterns)]
-            if let ReceiptInner::Kafka {
-                topic,
-                partition,
-                offset,
-                epoch,
-            } = &receipt.0
-                && let Some(progress) = self.progress.get(&(topic.clone(), *partition))
-                && progress.epoch == *epoch
-                && let Some(delivery) = progress.unacked.get(offset)
+            if let Some((key, offset)) = self.tracked(receipt)
+                && let Some(delivery) = self.progress[&key].unacked.get(&offset)
                 && !self
                     .held
                     .iter()
@@ -767,23 +759,34 @@ impl KafkaSubscriber {
         }
     }
 
+    /// The partition and offset `receipt` names, if it belongs to this
+    /// member's current tracking of that partition (not to one revoked
+    /// since, nor to a log that started over).
+    fn tracked(&self, receipt: &Receipt) -> Option<((String, i32), i64)> {
+        #[allow(irrefutable_let_patterns)]
+        let ReceiptInner::Kafka {
+            topic,
+            partition,
+            offset,
+            epoch,
+        } = &receipt.0
+        else {
+            return None;
+        };
+        let key = (topic.clone(), *partition);
+        (self.progress.get(&key)?.epoch == *epoch).then_some((key, *offset))
+    }
+
     /// Mark `receipts` acknowledged; returns the offsets now committable.
     fn settle(&mut self, receipts: &[Receipt]) -> Result<TopicPartitionList, TransportError> {
         self.forget_revoked();
         let mut touched = HashSet::new();
         for receipt in receipts {
-            #[allow(irrefutable_let_patterns)]
-            if let ReceiptInner::Kafka {
-                topic,
-                partition,
-                offset,
-                epoch,
-            } = &receipt.0
-                && let Some(progress) = self.progress.get_mut(&(topic.clone(), *partition))
-                && progress.epoch == *epoch
+            if let Some((key, offset)) = self.tracked(receipt)
+                && let Some(progress) = self.progress.get_mut(&key)
             {
-                progress.unacked.remove(offset);
-                touched.insert((topic.clone(), *partition));
+                progress.unacked.remove(&offset);
+                touched.insert(key);
             }
         }
         let mut list = TopicPartitionList::new();
