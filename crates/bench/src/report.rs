@@ -256,7 +256,7 @@ fn noisy_tenant_runs(out: &mut String, reports: &[PathReport]) {
         }
     }
     out.push_str(
-        "\nnoisy = one tenant's backlog enqueued at once; quiet = ten other tenants arriving at a steady rate while it drains, their arrival (the tick each was due) -> handler start in ms; noisy/s = the backlog's jobs per second; cap = the queue's running-jobs cap per tenant; slot = with a cap, how long a slot the noisy tenant freed stayed empty before its next job started (its completion's timestamp -> the next claim, ms)\n",
+        "\nnoisy = one tenant's backlog enqueued at once; quiet = ten other tenants arriving at a steady rate while it drains, their arrival (the tick each was due) -> handler start in ms; noisy/s = the backlog's jobs per second; cap = the queue's running-jobs cap per tenant; slot = with a cap, how long a slot the noisy tenant freed stayed empty before its next job started (its completion's timestamp -> the next job's handler start, ms)\n",
     );
 }
 
