@@ -551,6 +551,7 @@ impl SqsSubscriber {
     }
 
     async fn make_visible(&mut self, handles: Vec<String>) -> Result<(), TransportError> {
+        let mut refused = Vec::new();
         for chunk in handles.chunks(SQS_BATCH) {
             let entries: Vec<ChangeMessageVisibilityBatchRequestEntry> = chunk
                 .iter()
@@ -564,21 +565,29 @@ impl SqsSubscriber {
                         .expect("id and handle are set")
                 })
                 .collect();
-            self.client
+            let output = self
+                .client
                 .change_message_visibility_batch()
                 .queue_url(&self.url)
                 .set_entries(Some(entries))
                 .send()
                 .await
                 .map_err(unavailable)?;
+            refused.extend(
+                output
+                    .failed()
+                    .iter()
+                    .map(|failed| entry_failure(failed.code(), failed.message())),
+            );
             for handle in chunk {
                 self.outstanding.remove(handle);
             }
         }
-        Ok(())
+        refusal("give back", handles.len(), refused)
     }
 
     async fn delete(&mut self, handles: Vec<String>) -> Result<(), TransportError> {
+        let mut refused = Vec::new();
         for chunk in handles.chunks(SQS_BATCH) {
             let entries: Vec<DeleteMessageBatchRequestEntry> = chunk
                 .iter()
@@ -591,19 +600,46 @@ impl SqsSubscriber {
                         .expect("id and handle are set")
                 })
                 .collect();
-            self.client
+            let output = self
+                .client
                 .delete_message_batch()
                 .queue_url(&self.url)
                 .set_entries(Some(entries))
                 .send()
                 .await
                 .map_err(unavailable)?;
+            refused.extend(
+                output
+                    .failed()
+                    .iter()
+                    .map(|failed| entry_failure(failed.code(), failed.message())),
+            );
             for handle in chunk {
                 self.outstanding.remove(handle);
             }
         }
-        Ok(())
+        refusal("acknowledge", handles.len(), refused)
     }
+}
+
+/// One entry of a batch call that SQS refused, for a person.
+fn entry_failure(code: &str, message: Option<&str>) -> String {
+    format!("{code}: {}", message.unwrap_or_default())
+}
+
+/// The answer of a batch of `total` deletes or visibility changes of which
+/// SQS refused `refused` one by one (an expired receipt handle, a message
+/// gone): the batch call itself succeeded, so these were silent before.
+/// Every other entry took effect; a refused delete's wake-up comes again, a
+/// refused give-back waits out its visibility timeout.
+fn refusal(what: &str, total: usize, refused: Vec<String>) -> Result<(), TransportError> {
+    let Some(first) = refused.first() else {
+        return Ok(());
+    };
+    Err(TransportError::Refused(format!(
+        "SQS refused to {what} {} of {total} message(s), first: {first}",
+        refused.len()
+    )))
 }
 
 #[async_trait]

@@ -102,3 +102,31 @@ async fn a_subscriber_creates_its_queue_again_once_it_is_gone() {
     assert_eq!(received[0].payload, sent.payload);
     transport.delete_topic(&topic).await.unwrap();
 }
+
+/// A batch delete or visibility change that SQS refuses entry by entry (the
+/// call itself succeeds) is an error, not silence: here the give-back of a
+/// message already deleted.
+#[tokio::test]
+async fn an_entry_sqs_refuses_in_a_batch_is_an_error() {
+    use jobwire_transport::conformance::{envelope, receipts, receive_count};
+
+    let target = SqsTarget { fifo: false };
+    let transport = target.transport().await;
+    let topic = target.topic("refused");
+    let mut subscriber = transport
+        .subscribe(&topic, &target.subscribe_options())
+        .await
+        .unwrap();
+    let results = transport.publish(&[envelope(&topic, None, b"{}")]).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    let received = receive_count(subscriber.as_mut(), 1, Duration::from_secs(30)).await;
+    assert_eq!(received.len(), 1);
+    subscriber.ack(&receipts(&received)).await.unwrap();
+    let refused = subscriber.nack(&receipts(&received), true).await;
+    assert!(
+        matches!(&refused, Err(jobwire_transport::TransportError::Refused(text)) if text.contains("1 of 1")),
+        "{refused:?}"
+    );
+    subscriber.close().await.unwrap();
+    let _ = transport.delete_topic(&topic).await;
+}
