@@ -159,6 +159,8 @@ impl TokenCache {
             return Ok(None);
         }
         let token = stored.token().clone();
+        // One copy, shared by both maps.
+        let stored = Arc::new(stored);
         self.confirm(token_id, &stored, removals_before, read_at);
         self.keep(token_id, stored, changes_before, read_at);
         Ok(Some(token))
@@ -216,7 +218,7 @@ impl TokenCache {
     fn confirm(
         &self,
         token_id: &str,
-        stored: &StoredApiToken,
+        stored: &Arc<StoredApiToken>,
         removals_before: u64,
         read_at: Instant,
     ) {
@@ -224,7 +226,7 @@ impl TokenCache {
         // Overtaken by a removal, the lookup leaves the map as the removal
         // left it.
         if self.removals_of(token_id).load(Ordering::SeqCst) == removals_before {
-            confirmed.insert(token_id.to_owned(), (Arc::new(stored.clone()), read_at));
+            confirmed.insert(token_id.to_owned(), (stored.clone(), read_at));
         }
     }
 
@@ -256,14 +258,20 @@ impl TokenCache {
     /// `changes_before`, unless a change was heard since (it may be this
     /// token's revocation, which the read may not have seen) or nothing is
     /// listening.
-    fn keep(&self, token_id: &str, stored: StoredApiToken, changes_before: u64, read_at: Instant) {
+    fn keep(
+        &self,
+        token_id: &str,
+        stored: Arc<StoredApiToken>,
+        changes_before: u64,
+        read_at: Instant,
+    ) {
         let mut tokens = self.lock();
         // Checked under the lock that forgetting takes too, so a change
         // heard after this check forgets what is kept here.
         if self.inner.listening.load(Ordering::SeqCst)
             && self.inner.changes.load(Ordering::SeqCst) == changes_before
         {
-            tokens.insert(token_id.to_owned(), (Arc::new(stored), read_at));
+            tokens.insert(token_id.to_owned(), (stored, read_at));
         }
     }
 
@@ -339,7 +347,7 @@ async fn listen(own_connection: PgPool, cache: Weak<Inner>, stop: CancellationTo
 mod tests {
     use super::*;
 
-    fn stored(token_id: &str) -> StoredApiToken {
+    fn stored(token_id: &str) -> Arc<StoredApiToken> {
         let token = ApiToken {
             token_id: token_id.into(),
             name: format!("token-{token_id}"),
@@ -348,7 +356,7 @@ mod tests {
             created_at: chrono::Utc::now(),
             revoked_at: None,
         };
-        StoredApiToken::new(token, "secret")
+        Arc::new(StoredApiToken::new(token, "secret"))
     }
 
     #[test]
