@@ -330,23 +330,40 @@ async fn any_unfinished(watcher: &mut PgConnection, queue: &str) -> Result<bool>
     .await?)
 }
 
-/// Jobs of `queue` that did not end SUCCEEDED after exactly one run.
-async fn lost_or_repeated(pool: &PgPool, queue: &str, runs: &Runs, jobs: usize) -> Result<usize> {
-    let good: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM jobs WHERE queue = $1 AND state = 'SUCCEEDED' AND attempt_count = 1",
+/// Jobs of `queue` that did not end well, out of the `jobs` the run
+/// enqueued there. A job ended well when it is SUCCEEDED after one attempt
+/// and the handler ran it exactly once: so a job lost, run twice, or marked
+/// done without reaching a handler is counted, and so is any row beyond
+/// `jobs` (a job enqueued twice).
+pub(crate) async fn lost_or_repeated(
+    pool: &PgPool,
+    queue: &str,
+    runs: &Runs,
+    jobs: usize,
+) -> Result<usize> {
+    let (rows, succeeded_once): (i64, Vec<Uuid>) = sqlx::query_as(
+        "SELECT count(*),
+                coalesce(array_agg(job_id) FILTER (WHERE state = 'SUCCEEDED' AND attempt_count = 1), '{}')
+         FROM jobs WHERE queue = $1",
     )
     .bind(queue)
     .fetch_one(pool)
     .await?;
-    Ok(jobs.saturating_sub(good as usize) + runs.repeated())
+    Ok(ended_badly(jobs, rows, &succeeded_once, runs))
+}
+
+/// [`lost_or_repeated`]'s count, from what the table and the handler saw.
+fn ended_badly(jobs: usize, rows: i64, succeeded_once: &[Uuid], runs: &Runs) -> usize {
+    let ran = runs.lock();
+    let good = succeeded_once
+        .iter()
+        .filter(|job| ran.get(job).is_some_and(|seen| seen.runs == 1))
+        .count();
+    jobs.max(usize::try_from(rows).unwrap_or(usize::MAX))
+        .saturating_sub(good)
 }
 
 impl Runs {
-    /// Jobs the handler ran more than once.
-    pub(crate) fn repeated(&self) -> usize {
-        self.lock().values().filter(|job| job.runs != 1).count()
-    }
-
     /// When the handler first started each job it ran.
     pub(crate) fn first_starts(&self) -> HashMap<Uuid, DateTime<Utc>> {
         self.lock()
@@ -512,4 +529,37 @@ pub(crate) async fn clean_up(pool: &PgPool, queues: &[&str], config: &BenchConfi
         .execute(pool)
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ran(runs: &Runs, job: Uuid, times: u32) {
+        runs.lock().insert(
+            job,
+            HandlerRuns {
+                runs: times,
+                first_start: Utc::now(),
+            },
+        );
+    }
+
+    #[test]
+    fn a_job_is_counted_bad_unless_it_succeeded_once_after_one_handler_run() {
+        let [once, twice, never_ran, also_once] = [(); 4].map(|()| Uuid::new_v4());
+        let runs = Runs::default();
+        ran(&runs, once, 1);
+        ran(&runs, twice, 2);
+        ran(&runs, also_once, 1);
+        // All four SUCCEEDED after one attempt, by the table.
+        let succeeded = [once, twice, never_ran, also_once];
+        // Run twice, and marked done with no handler run: two bad.
+        assert_eq!(ended_badly(4, 4, &succeeded, &runs), 2);
+        // A fifth job enqueued and never finished: three.
+        assert_eq!(ended_badly(5, 5, &succeeded, &runs), 3);
+        // A row beyond the jobs the run enqueued (enqueued twice): counted.
+        assert_eq!(ended_badly(4, 5, &succeeded, &runs), 3);
+        assert_eq!(ended_badly(2, 2, &[once, also_once], &runs), 0);
+    }
 }

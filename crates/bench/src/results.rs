@@ -63,6 +63,9 @@ pub struct Latency {
     /// Urgent-under-burst only: bulk jobs still unfinished when the last
     /// urgent job finished (0 would mean the backlog was gone too soon).
     pub bulk_left_at_end: i64,
+    /// Jobs of the run (the stream's, and the bulk backlog's) that did not
+    /// end SUCCEEDED after one attempt and exactly one handler run.
+    pub lost_or_repeated: usize,
 }
 
 impl Latency {
@@ -136,7 +139,7 @@ pub struct PathReport {
 }
 
 impl PathReport {
-    /// Jobs lost or run more than once over the throughput runs (must be 0).
+    /// Jobs lost or run more than once over every run that ran jobs (must be 0).
     pub fn lost_or_repeated(&self) -> usize {
         self.drain.lost_or_repeated
             + self
@@ -145,6 +148,8 @@ impl PathReport {
                 .map(|run| run.lost_or_repeated)
                 .sum::<usize>()
             + self.end_to_end_batched.lost_or_repeated
+            + self.steady_rate.lost_or_repeated
+            + self.urgent_under_burst.lost_or_repeated
             + self
                 .noisy_tenant
                 .iter()

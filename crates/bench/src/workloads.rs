@@ -13,8 +13,8 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::harness::{
-    Measurement, Runs, clean_up, fresh_queue, progress_bar, run_pool, start, start_queues,
-    unfinished, wait_for_queue, warm_up,
+    Measurement, Runs, clean_up, fresh_queue, lost_or_repeated, progress_bar, run_pool, start,
+    start_queues, unfinished, wait_for_queue, warm_up,
 };
 use crate::stage_clock::{StageClock, TimedTransport};
 use crate::stages::stages;
@@ -51,7 +51,8 @@ async fn enqueue_up_front(
     .await
 }
 
-/// Enqueue `jobs` jobs made by `job(i)` in batches of 1,000.
+/// Enqueue `jobs` jobs made by `job(i)` in batches of 1,000, each
+/// committed on its own.
 pub(crate) async fn enqueue_backlog(
     pool: &PgPool,
     jobs: usize,
@@ -65,6 +66,29 @@ pub(crate) async fn enqueue_backlog(
         jobwire_core::enqueue_many(pool, &chunk).await?;
         bar.inc(chunk.len() as u64);
     }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+/// [`enqueue_backlog`] in one transaction: with a worker already running,
+/// every job becomes claimable at the same commit.
+pub(crate) async fn enqueue_backlog_at_once(
+    pool: &PgPool,
+    jobs: usize,
+    config: &BenchConfig,
+    label: String,
+    job: impl Fn(usize) -> NewJob,
+) -> Result<()> {
+    let bar = progress_bar(config, jobs, label);
+    let mut tx = pool.begin().await?;
+    for start in (0..jobs).step_by(1000) {
+        let chunk: Vec<NewJob> = (start..(start + 1000).min(jobs)).map(&job).collect();
+        jobwire_core::Enqueuer
+            .enqueue_many_on(&mut tx, &chunk)
+            .await?;
+        bar.inc(chunk.len() as u64);
+    }
+    tx.commit().await?;
     bar.finish_and_clear();
     Ok(())
 }
@@ -125,7 +149,7 @@ pub async fn end_to_end(
 /// The latency of `queue`'s finished jobs of an open-loop stream, from when
 /// each was due ([`Arrival::due`]) to its handler's first start and to its
 /// `finished_at`. Only the jobs in `arrivals` count; a job the handler never
-/// ran is left out (and counted by the run's lost-or-repeated check).
+/// ran is left out (and counted by the run's [`lost_or_repeated`]).
 pub(crate) async fn latency(
     pool: &PgPool,
     queue: &str,
@@ -272,7 +296,8 @@ pub async fn steady_rate(
     .await?;
     running.stop().await?;
     work.close().await;
-    let latency = latency(pool, &queue, &arrived, &runs).await?;
+    let mut latency = latency(pool, &queue, &arrived, &runs).await?;
+    latency.lost_or_repeated = lost_or_repeated(pool, &queue, &runs, total).await?;
     clean_up(pool, &[&queue], config).await?;
     Ok(latency)
 }
@@ -357,6 +382,8 @@ pub async fn urgent_under_burst(
     let mut latency = latency(pool, &urgent, &arrived, &runs).await?;
     latency.bulk_jobs = path.burst_jobs as i64;
     latency.bulk_left_at_end = bulk_left;
+    latency.lost_or_repeated = lost_or_repeated(pool, &urgent, &runs, total).await?
+        + lost_or_repeated(pool, &bulk, &runs, path.burst_jobs).await?;
     let stages = stages(pool, &urgent, &arrived, &runs, clock.as_deref()).await?;
     clean_up(pool, &[&bulk, &urgent], config).await?;
     Ok((latency, stages))

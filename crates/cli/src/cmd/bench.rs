@@ -89,9 +89,10 @@ pub(crate) struct BenchArgs {
     /// Urgent jobs per second during the burst run.
     #[arg(long, default_value_t = 50)]
     urgent_rate: u32,
-    /// Jobs (and business rows) per transaction in the batched end-to-end run.
-    #[arg(long, default_value_t = 100)]
-    enqueue_batch: usize,
+    /// Jobs (and business rows) per transaction in the batched end-to-end
+    /// run (at least 2: one is the single-job run).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(2..))]
+    enqueue_batch: u64,
     /// Outbox rows in the relay-alone run (SQS: --sqs-jobs).
     #[arg(long, default_value_t = 100_000)]
     relay_rows: usize,
@@ -180,7 +181,7 @@ pub(crate) async fn bench(pool: PgPool, args: BenchArgs) -> Result<()> {
         payload_bytes: args.payload_bytes,
         rate_duration: Duration::from_secs(args.rate_seconds),
         urgent_rate: args.urgent_rate,
-        enqueue_batch: args.enqueue_batch,
+        enqueue_batch: usize::try_from(args.enqueue_batch).unwrap_or(usize::MAX),
         relay_batch_size: args.relay_batch_size,
         relay_concurrency: args.relay_concurrency,
         timeout: Duration::from_secs(args.timeout_seconds),
