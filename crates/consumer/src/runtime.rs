@@ -403,6 +403,26 @@ impl Inner {
             .await;
             return;
         };
+        if let Some(unreadable) = &job.unreadable_payload {
+            // Written other than through this library or the API (the SQL
+            // enqueue, a row by hand): no handler can be given it, and a
+            // retry would read the same row.
+            let message = format!(
+                "the stored payload is not JSON this worker can read ({unreadable}); correct the row or enqueue the job again"
+            );
+            tracing::warn!(job_id = %lease.job_id, "{message}");
+            self.report(
+                lease,
+                FinishOutcome::Fail {
+                    code: "UNREADABLE_PAYLOAD".into(),
+                    message,
+                },
+                meta,
+                pending,
+            )
+            .await;
+            return;
+        }
         let cancel = CancellationToken::new();
         let reason = Arc::new(OnceLock::new());
         self.leases.insert(
@@ -462,7 +482,7 @@ impl Inner {
             job: job.clone(),
             cancel: cancel.clone(),
             reason: reason.clone(),
-            deadline: started + registered.options.timeout,
+            deadline: deadline_after(started, registered.options.timeout),
             worker_id: self.worker_id.clone(),
             pool: self.pool.clone(),
             completed: completed.clone(),
@@ -647,5 +667,28 @@ fn panic_message(payload: Box<dyn Any + Send>) -> String {
         message.clone()
     } else {
         "non-string panic payload".to_owned()
+    }
+}
+
+/// When an attempt started at `started` times out. A timeout too long to
+/// add (`Duration::MAX` for "never") is a deadline a century away: an
+/// overflow here panicked the job's task with its lease still in the lease
+/// keeper's table, renewed for as long as the worker lived.
+fn deadline_after(started: Instant, timeout: Duration) -> Instant {
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+    started.checked_add(timeout.min(CENTURY)).unwrap_or(started)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_too_long_to_add_is_a_deadline_a_century_away() {
+        let started = Instant::now();
+        let year = Duration::from_secs(365 * 24 * 60 * 60);
+        assert_eq!(deadline_after(started, year), started + year);
+        let never = deadline_after(started, Duration::MAX);
+        assert!(never >= started + 99 * year, "{:?}", never - started);
     }
 }

@@ -14,7 +14,7 @@ use jobwire_core::{JobState, NewJob};
 use jobwire_server::{Node, RunningNode};
 use jobwire_test_support::{
     expire_lease, fast_options, test_maintenance, test_worker_config, wait_for_all_finished,
-    wait_for_state,
+    wait_for_job, wait_for_state,
 };
 use serde_json::json;
 use sqlx::PgPool;
@@ -300,6 +300,56 @@ async fn an_unknown_job_type_fails_clearly_and_the_worker_carries_on(pool: PgPoo
         .unwrap();
     let report = worker.stop().await;
     assert_eq!(report.unknown_job_type, 1);
+}
+
+/// A payload jsonb keeps and serde_json cannot read (a number beyond a
+/// double's range, nesting deeper than 128), written through the SQL
+/// enqueue: that job fails at once with `UNREADABLE_PAYLOAD`, and the jobs
+/// claimed beside it run. The whole claim used to fail, leaving every job
+/// it took RUNNING until its lease lapsed, and again at every claim.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_payload_no_worker_can_read_fails_alone(pool: PgPool) {
+    let mut ids = Vec::new();
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    for payload in [
+        r#"{"ok": 1}"#,
+        r#"{"n": 1e400}"#,
+        deep.as_str(),
+        r#"{"ok": 2}"#,
+    ] {
+        let id: Uuid = sqlx::query_scalar(
+            "SELECT job_id FROM jobwire_enqueue('noop', payload => $1::jsonb, queue => 'work')",
+        )
+        .bind(payload)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        ids.push(id);
+    }
+    let worker = RunningWorker::start(&pool, builtin_registry(), test_worker_config("work", 4));
+    for (id, expected) in ids.iter().zip([
+        JobState::Succeeded,
+        JobState::Failed,
+        JobState::Failed,
+        JobState::Succeeded,
+    ]) {
+        let status = wait_for_job(&pool, *id, WAIT, |status| status.state.is_terminal())
+            .await
+            .unwrap();
+        assert_eq!(status.state, expected, "{status:?}");
+        if expected == JobState::Failed {
+            assert_eq!(
+                status.last_error_code.as_deref(),
+                Some("UNREADABLE_PAYLOAD")
+            );
+            assert_eq!(status.attempt_count, 1, "failed at once, not retried");
+            // Shown as its text, which a reader can always decode.
+            assert!(status.payload.is_string(), "{:?}", status.payload);
+        }
+    }
+    let report = worker.stop().await;
+    assert_eq!(report.succeeded, 2);
+    assert_eq!(report.failed, 2);
 }
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]

@@ -27,4 +27,12 @@ SET state = 'RUNNING',
     updated_at = now()
 FROM picked
 WHERE j.job_id = picked.job_id
-RETURNING j.*
+-- The columns the worker reads, by name: a prepared statement returning
+-- `j.*` fails once a migration adds a column to jobs ("cached plan must not
+-- change result type"), in every running worker during a rolling deploy.
+-- The payload as text: the worker parses it, and fails a job whose stored
+-- payload it cannot read (a number beyond a double, nesting deeper than
+-- 128) rather than the whole claim.
+RETURNING j.job_id, j.queue, j.job_type, j.priority, j.payload::text AS payload, j.attempt_count, j.max_attempts,
+          j.run_after, j.lease_expires_at, j.lease_generation, j.created_at, j.traceparent,
+          j.tracestate

@@ -52,7 +52,7 @@ SELECT w.job_id AS requested_job_id,
        seen.queue AS seen_queue,
        coalesce(seen_queue.paused, false) AS seen_paused,
        coalesce(seen_queue.tenant_capped AND seen.tenant IS NOT NULL, false) AS seen_capped,
-       c.queue, c.job_type, c.priority, c.payload, c.attempt_count, c.max_attempts,
+       c.queue, c.job_type, c.priority, c.payload::text AS payload, c.attempt_count, c.max_attempts,
        c.run_after, c.lease_owner, c.lease_expires_at, c.lease_generation, c.created_at,
        c.traceparent, c.tracestate
 FROM wanted w

@@ -5,7 +5,7 @@
 -- primary key, so a prefix is as cheap as a page). Each branch walks its primary key backwards and stops after $5 rows,
 -- so a page costs the same on page one as on page ten thousand.
 SELECT * FROM (
-    (SELECT job_id, queue, job_type, priority, payload, state, attempt_count, max_attempts,
+    (SELECT job_id, queue, job_type, priority, payload::text AS payload, state, attempt_count, max_attempts,
             run_after, lease_owner, lease_expires_at, lease_generation, heartbeat_at,
             dedup_key, last_error_code, last_error, created_at, updated_at, finished_at,
        schedule_name, scheduled_for, lease_expired_at, tenant,
@@ -22,7 +22,7 @@ SELECT * FROM (
      ORDER BY job_id DESC
      LIMIT $5)
     UNION ALL
-    (SELECT job_id, queue, job_type, priority, payload, state, attempt_count, max_attempts,
+    (SELECT job_id, queue, job_type, priority, payload::text AS payload, state, attempt_count, max_attempts,
             run_after, lease_owner, lease_expires_at, lease_generation, heartbeat_at,
             dedup_key, last_error_code, last_error, created_at, updated_at, finished_at,
        schedule_name, scheduled_for, lease_expired_at, tenant,

@@ -290,6 +290,12 @@ pub struct ClaimedJob {
     pub priority: i16,
     /// Handler input.
     pub payload: Value,
+    /// Why the stored payload could not be read as JSON, if it could not:
+    /// jsonb keeps numbers beyond a double's range and nesting deeper than
+    /// 128, which only a writer other than this library can store (the SQL
+    /// enqueue, a row written by hand). `payload` is then null, and the
+    /// worker fails the job at once with `UNREADABLE_PAYLOAD`.
+    pub unreadable_payload: Option<String>,
     /// This attempt's number, from 1 (incremented at claim).
     pub attempt: i32,
     /// Its attempt budget.
@@ -494,7 +500,11 @@ pub struct JobStatus {
     pub job_type: String,
     /// Lower runs first within its queue.
     pub priority: i16,
-    /// The handler's input, as enqueued.
+    /// The handler's input, as enqueued. A stored payload that is not JSON
+    /// this library can read (a number beyond a double's range, nesting
+    /// deeper than 128: see [`ClaimedJob::unreadable_payload`]) is shown as
+    /// a string holding its text.
+    #[sqlx(try_from = "crate::store::PayloadText")]
     pub payload: Value,
     /// Where it is in its lifecycle.
     pub state: JobState,

@@ -1514,3 +1514,57 @@ async fn a_run_at_in_the_past_ages_from_the_enqueue(pool: PgPool) {
     let age = aged.oldest_runnable_age_s.unwrap();
     assert!((0.0..600.0).contains(&age), "{age}");
 }
+
+/// A migration that adds a column to `jobs` while workers run (the rolling
+/// deploy docs/operations.md describes) leaves their claims working. Each
+/// claim is a statement a connection prepared once; one returning the
+/// whole row failed with "cached plan must not change result type" on
+/// every connection that had prepared it.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn claims_prepared_before_a_column_is_added_still_work(pool: PgPool) {
+    jobwire_core::set_tenant_cap(&pool, "capped", None, Some(5))
+        .await
+        .unwrap();
+    jobwire_core::set_queue_dispatch(&pool, "b", &Dispatch::Broker { topic: "t".into() })
+        .await
+        .unwrap();
+    jobwire_core::set_tenant_cap(&pool, "b", None, Some(5))
+        .await
+        .unwrap();
+    let job = |queue: &str, tenant: Option<&str>| {
+        let job = NewJob::new("work", json!({})).with_queue(queue);
+        match tenant {
+            Some(tenant) => job.with_tenant(tenant),
+            None => job,
+        }
+    };
+    let mut wanted = Vec::new();
+    for _ in 0..2 {
+        enqueue(&pool, job("default", None)).await;
+        enqueue(&pool, job("capped", Some("acme"))).await;
+        wanted.push(enqueue(&pool, job("b", None)).await);
+        wanted.push(enqueue(&pool, job("b", Some("acme"))).await);
+    }
+    // One connection, as a worker's pooled one: each statement prepared on
+    // it by the first round is reused by the second.
+    let mut worker = pool.acquire().await.unwrap().detach();
+    let served = ["b".to_owned()];
+    for (round, ids) in wanted.chunks(2).enumerate() {
+        if round == 1 {
+            sqlx::query("ALTER TABLE jobs ADD COLUMN added_by_a_later_version integer")
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+        for queue in ["default", "capped"] {
+            let claimed = jobwire_core::claim_batch(&mut worker, queue, "w", 1, LEASE)
+                .await
+                .unwrap_or_else(|err| panic!("round {round}, {queue}: {err}"));
+            assert_eq!(claimed.len(), 1, "round {round}, {queue}");
+        }
+        let woken = jobwire_core::claim_by_ids(&mut worker, ids, &served, "w", LEASE)
+            .await
+            .unwrap_or_else(|err| panic!("round {round}, wake-up claim: {err}"));
+        assert_eq!(woken.claimed.len(), 2, "round {round}");
+    }
+}

@@ -25,7 +25,8 @@ struct ClaimedRow {
     queue: String,
     job_type: String,
     priority: i16,
-    payload: Value,
+    /// As stored, in jsonb's text form: parsed here, per job.
+    payload: String,
     attempt_count: i32,
     max_attempts: i32,
     run_after: DateTime<Utc>,
@@ -38,6 +39,15 @@ struct ClaimedRow {
 
 impl ClaimedRow {
     fn into_claimed(self) -> Result<ClaimedJob> {
+        // jsonb keeps numbers beyond a double's range and any depth of
+        // nesting, which serde_json refuses: a job so written (through the
+        // SQL enqueue, or by hand) is claimed with its payload unread, for
+        // the worker to fail, instead of failing the whole claim and
+        // leaving every job it took RUNNING until its lease lapsed.
+        let (payload, unreadable_payload) = match serde_json::from_str(&self.payload) {
+            Ok(payload) => (payload, None),
+            Err(err) => (Value::Null, Some(err.to_string())),
+        };
         Ok(ClaimedJob {
             lease: Lease {
                 job_id: self.job_id,
@@ -46,7 +56,8 @@ impl ClaimedRow {
             queue: self.queue,
             job_type: self.job_type,
             priority: self.priority,
-            payload: self.payload,
+            payload,
+            unreadable_payload,
             attempt: self.attempt_count,
             max_attempts: self.max_attempts,
             lease_expires_at: self
@@ -204,7 +215,7 @@ struct ClaimByIdRow {
     queue: Option<String>,
     job_type: Option<String>,
     priority: Option<i16>,
-    payload: Option<Value>,
+    payload: Option<String>,
     attempt_count: Option<i32>,
     max_attempts: Option<i32>,
     run_after: Option<DateTime<Utc>>,

@@ -19,6 +19,7 @@ mod limits;
 mod maintenance;
 mod outbox;
 mod outcome_text;
+mod payload_text;
 mod queues;
 mod schedules;
 mod settings;
@@ -54,6 +55,7 @@ pub use maintenance::{
 };
 pub use outbox::{OutboxDeadGroup, OutboxReplayFilter, outbox_dead_groups, replay_outbox_dead};
 pub use outcome_text::{MAX_ERROR_CODE_BYTES, MAX_ERROR_MESSAGE_BYTES, MAX_RETRY_DELAY};
+pub(crate) use payload_text::PayloadText;
 pub use queues::{
     queue_dispatch, queue_is_known, queues_sharing_topics, resume_queue, set_queue_dispatch,
     set_queue_paused, validate_queue,
