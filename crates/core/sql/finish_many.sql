@@ -159,13 +159,17 @@ wake_ups AS (
 -- tenant had nothing waiting that this statement could see): noted for
 -- the hand-out at commit, which waits for producers of those tenants
 -- between their own hand-out and their commit and gives the slots to what
--- is waiting then (migration 20261206000010). Read after `slots` has
--- written (its rows counted first), not by the order of the final
--- query's subqueries: under SET CONSTRAINTS ALL IMMEDIATE the note's
--- trigger hands out at once, and must find the slots freed.
+-- is waiting then (migration 20261206000010). Read after `slots` and
+-- `reserved` have written (their rows counted first), not by the order of
+-- the final query's subqueries: under SET CONSTRAINTS ALL IMMEDIATE the
+-- note's trigger hands out at once, and must find the slots freed and the
+-- jobs this statement handed slots to holding them (a write CTE no one
+-- reads runs after the main query: that job was handed a second slot, and
+-- `reserved` then failed on the row the trigger had changed).
 noted AS (
     SELECT jobwire_note_hand_out(array_agg(f.queue), array_agg(f.tenant), true)
     FROM (SELECT count(*) FROM slots) written,
+         (SELECT count(*) FROM reserved) marked,
          (SELECT DISTINCT p.queue, p.tenant
           FROM passing p
           LEFT JOIN handed h ON h.queue = p.queue AND h.tenant = p.tenant AND h.slot = p.slot

@@ -1391,6 +1391,56 @@ async fn every_statement_of_a_transaction_is_handed_out_with_immediate_constrain
     assert_eq!(left, 0);
 }
 
+/// A completion that frees more of a tenant's slots than it has jobs to
+/// hand them to, in a transaction whose deferred checks run at each
+/// statement's end (`SET CONSTRAINTS ALL IMMEDIATE`, as a handler's own
+/// transaction may): the slots noted for the hand-out are handed at once,
+/// and must see the job the statement itself handed a slot to. It was
+/// handed a second slot, and the statement failed (27000).
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_completion_with_immediate_constraints_hands_a_waiting_job_one_slot(pool: PgPool) {
+    capped_broker_queue(&pool, 2).await;
+    let ids = enqueue_for(&pool, "b", "acme", 3).await;
+    let running: Vec<Lease> = wake_up_claim(&pool, &ids[..2])
+        .await
+        .claimed
+        .iter()
+        .map(|job| job.lease)
+        .collect();
+    assert_eq!(running.len(), 2);
+    assert_eq!(slot_of(&pool, ids[2]).await, None);
+
+    let mut completion = pool.begin().await.unwrap();
+    sqlx::query("SET CONSTRAINTS ALL IMMEDIATE")
+        .execute(&mut *completion)
+        .await
+        .unwrap();
+    let reports: Vec<(Lease, FinishOutcome)> = running
+        .iter()
+        .map(|lease| (*lease, FinishOutcome::Succeeded))
+        .collect();
+    let finished = jobwire_core::finish_many(&mut *completion, "c", &reports)
+        .await
+        .unwrap();
+    assert_eq!(finished.len(), 2);
+    completion.commit().await.unwrap();
+
+    let waiting = slot_of(&pool, ids[2]).await;
+    assert!(waiting.is_some());
+    assert_eq!(held_slots(&pool, "b").await, 1, "one slot for the one job");
+    let holder: Uuid =
+        sqlx::query_scalar("SELECT job_id FROM job_tenant_slots WHERE queue = 'b' AND slot = $1")
+            .bind(waiting)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(holder, ids[2]);
+    assert_eq!(
+        wake_up_reasons(&pool, ids[2]).await,
+        vec!["slot".to_owned()]
+    );
+}
+
 /// A hand-out takes a slot only for a job it has. Two producers of one
 /// tenant (cap 2, both slots free): the first has handed out but not
 /// committed when the second commits. The first used to keep the second
