@@ -314,7 +314,7 @@ async fn bad_command_line_input_gets_a_clear_error_and_writes_nothing() {
         ),
         (
             &["enqueue", "noop", "--payload", r#"{"a": "\u0000"}"#],
-            "holds \\u0000, which PostgreSQL cannot store",
+            "holds \\u0000 (NUL), which PostgreSQL's jsonb cannot store",
         ),
         (
             &["enqueue", "noop", "--run-at", "2030-01-01T00:00:00"],

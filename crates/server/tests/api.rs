@@ -379,12 +379,28 @@ async fn concurrent_good_and_bad_enqueues_each_get_their_own_answer(pool: PgPool
     jobwire_core::set_max_payload_bytes(&pool, 200)
         .await
         .unwrap();
+    // A refusal of the deployment's own (a trigger), a data exception no
+    // check of the server's can see coming.
+    sqlx::raw_sql(
+        "CREATE FUNCTION refuse_marked() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF NEW.payload->>'note' = 'refuse' THEN
+                 RAISE EXCEPTION 'refused by the deployment' USING ERRCODE = '22023';
+             END IF;
+             RETURN NEW;
+         END $$;
+         CREATE TRIGGER refuse_marked BEFORE INSERT ON jobs
+             FOR EACH ROW EXECUTE FUNCTION refuse_marked();",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
     let api = Api::start(pool).await;
     // Each request's body, and the refusal it must get (none: a 201).
     let case = |i: usize| match i % 8 {
-        // PostgreSQL refuses it (jsonb holds no \u0000): found only by writing.
+        // The database refuses it: found only by writing.
         3 => (
-            json!({"type": "charge", "payload": {"i": i, "note": "a\u{0}b"}}),
+            json!({"type": "charge", "payload": {"i": i, "note": "refuse"}}),
             Some((400, "INVALID_INPUT")),
         ),
         // Over the database's payload limit: found only by writing.

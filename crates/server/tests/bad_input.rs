@@ -225,8 +225,17 @@ async fn bad_input_gets_a_4xx_naming_the_problem_and_writes_nothing(pool: PgPool
         ),
         // A control character: refused by name before the database sees it.
         invalid("NUL in the type", "type", json!({"type": "a\u{0}b"})),
-        case("NUL in the payload", 400, "INVALID_INPUT")
-            .json(json!({"type": "a", "payload": {"x": "\u{0}"}})),
+        // PostgreSQL cannot store U+0000: refused by field before it is sent.
+        invalid(
+            "NUL in the payload",
+            "payload",
+            json!({"type": "a", "payload": {"x": ["ok", {"y\u{0}": 1}]}}),
+        ),
+        invalid(
+            "NUL in the idempotencyKey",
+            "idempotencyKey",
+            json!({"type": "a", "idempotencyKey": "a\u{0}b"}),
+        ),
         case("NUL in a filter", 400, "INVALID_INPUT")
             .at("GET", "/jobs?queue=%00")
             .token(Token::Read),

@@ -116,7 +116,8 @@ struct EnqueueRow {
 
 impl Enqueuer {
     /// Check a job before anything is written (everything but the payload
-    /// size, which the database checks). `jobwire_enqueue` in SQL applies
+    /// size, which the database checks; the payload is walked once, for a
+    /// NUL). `jobwire_enqueue` in SQL applies
     /// the same rules; a test runs one table of cases through both.
     pub fn validate(&self, job: &NewJob) -> Result<()> {
         fn name(field: &'static str, value: &str) -> Result<()> {
@@ -175,6 +176,20 @@ impl Enqueuer {
             return Err(Error::InvalidJob {
                 field: "dedup_key",
                 reason: format!("must be 1 to {MAX_DEDUP_KEY_LEN} bytes"),
+            });
+        }
+        // PostgreSQL's text and jsonb cannot hold U+0000: refused here by
+        // field, not by the database as a data error naming none.
+        if job.dedup_key.as_ref().is_some_and(|key| key.contains('\0')) {
+            return Err(Error::InvalidJob {
+                field: "dedup_key",
+                reason: "must not contain NUL (U+0000), which PostgreSQL cannot store".into(),
+            });
+        }
+        if holds_nul(&job.payload) {
+            return Err(Error::InvalidJob {
+                field: "payload",
+                reason: "a string in it holds \\u0000 (NUL), which PostgreSQL's jsonb cannot store: remove it".into(),
             });
         }
         if let Some(key) = &job.dedup_key
@@ -353,4 +368,25 @@ where
     A: Acquire<'a, Database = Postgres>,
 {
     Enqueuer.enqueue_many(conn, jobs).await
+}
+
+/// Whether a string or key anywhere in `value` holds U+0000. Walked with a
+/// stack of its own: a value built in code may nest deeper than the stack
+/// allows recursion.
+fn holds_nul(value: &Value) -> bool {
+    let mut left = vec![value];
+    while let Some(value) = left.pop() {
+        match value {
+            Value::String(text) if text.contains('\0') => return true,
+            Value::Array(items) => left.extend(items),
+            Value::Object(fields) => {
+                if fields.keys().any(|key| key.contains('\0')) {
+                    return true;
+                }
+                left.extend(fields.values());
+            }
+            _ => {}
+        }
+    }
+    false
 }

@@ -338,12 +338,27 @@ mod tests {
 
     #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
     async fn a_value_the_database_cannot_store_fails_only_its_own_request(pool: PgPool) {
-        // PostgreSQL's jsonb cannot hold \u0000: the whole statement fails
-        // with a data exception (22P05), which no check before it catches.
+        // A value the database refuses and no check before it catches (a
+        // trigger of the deployment's own, here): the whole statement
+        // fails with a data exception.
+        sqlx::raw_sql(
+            "CREATE FUNCTION refuse_marked() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF NEW.payload->>'note' = 'refuse' THEN
+                     RAISE EXCEPTION 'refused by the deployment' USING ERRCODE = '22023';
+                 END IF;
+                 RETURN NEW;
+             END $$;
+             CREATE TRIGGER refuse_marked BEFORE INSERT ON jobs
+                 FOR EACH ROW EXECUTE FUNCTION refuse_marked();",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
         let batches = EnqueueBatches::start(pool.clone());
         let jobs = (0..8).map(|i| match i {
             2 | 6 => {
-                NewJob::new("send_email", json!({ "i": i, "note": "a\u{0}b" })).with_queue("mail")
+                NewJob::new("send_email", json!({ "i": i, "note": "refuse" })).with_queue("mail")
             }
             i => job(i),
         });
@@ -352,7 +367,7 @@ mod tests {
         // written alone would, not a 503 for the group.
         assert_only_refused(&answers, &[2, 6], |_, err| {
             matches!(err, Error::Database(sqlx::Error::Database(db))
-                if db.code().as_deref() == Some("22P05"))
+                if db.code().as_deref() == Some("22023"))
         });
         assert_eq!(
             written_numbers(&pool).await,

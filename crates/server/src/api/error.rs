@@ -309,7 +309,7 @@ pub(crate) fn database_error(err: &sqlx::Error) -> ApiError {
                 "INVALID_INPUT",
                 format!(
                     "The database refused a value of the request: {}",
-                    db.message()
+                    jobwire_core::database_message(err)
                 ),
             )
         }
