@@ -1,21 +1,69 @@
-//! Turning Ctrl-C / SIGTERM into a cancelled shutdown token.
+//! Turning Ctrl-C / SIGTERM into a cancelled shutdown token, and a second
+//! one into an exit at once.
 
 use tokio_util::sync::CancellationToken;
 
-/// Cancel `shutdown` on Ctrl-C or SIGTERM.
+/// The exit status after a second signal: 128 + SIGINT, as a shell reports
+/// a process stopped by Ctrl-C.
+const EXIT_AT_ONCE: i32 = 130;
+
+/// Cancel `shutdown` on Ctrl-C or SIGTERM; on a second one, exit at once.
+///
+/// A graceful stop waits for running jobs (up to `--shutdown-timeout-s`)
+/// and, with the database away, for the last outcomes' tries: an operator
+/// who cannot wait signals again rather than reaching for SIGKILL. What
+/// then runs is given up as at a crash: the leases lapse and the sweeper
+/// retries those jobs.
 pub(crate) async fn cancel_on_signal(shutdown: CancellationToken) {
-    let ctrl_c = tokio::signal::ctrl_c();
+    let mut signals = match Signals::listen() {
+        Ok(signals) => signals,
+        Err(err) => {
+            tracing::error!(error = %err,
+                "cannot listen for Ctrl-C or SIGTERM: this process can only be killed, not stopped gracefully");
+            return;
+        }
+    };
+    signals.next().await;
+    tracing::info!("shutdown signal received; stopping gracefully (signal again to exit at once)");
+    shutdown.cancel();
+    signals.next().await;
+    tracing::warn!(
+        "second shutdown signal: exiting at once; the leases of jobs still running will lapse and the sweeper will retry them"
+    );
+    std::process::exit(EXIT_AT_ONCE);
+}
+
+/// The shutdown signals, each heard as often as it comes.
+struct Signals {
     #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("installing a SIGTERM handler");
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn listen() -> std::io::Result<Signals> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Signals {
+                interrupt: signal(SignalKind::interrupt())?,
+                terminate: signal(SignalKind::terminate())?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(Signals {})
+    }
+
+    async fn next(&mut self) {
+        #[cfg(unix)]
         tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+        }
+        #[cfg(not(unix))]
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
         }
     }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
-    tracing::info!("shutdown signal received");
-    shutdown.cancel();
 }

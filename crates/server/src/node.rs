@@ -230,7 +230,8 @@ pub struct RunningNode {
 }
 
 impl RunningNode {
-    /// Stop in stages (HTTP, worker, relays, maintenance, transports) and report.
+    /// Stop in stages (HTTP and the worker, relays, maintenance, transports)
+    /// and report.
     /// Safe to call twice: the second call finds nothing left to stop and
     /// returns an empty report.
     pub async fn stop(&mut self) -> Result<NodeReport, NodeError> {
@@ -241,7 +242,12 @@ impl RunningNode {
             first_error.get_or_insert(error);
         };
 
+        // HTTP and the worker begin to stop together: the worker's drain
+        // (up to its shutdown timeout) must not wait behind HTTP's, in which
+        // it would go on claiming jobs. SIGTERM to the last lease given back
+        // stays within the worker's timeout and grace.
         self.stop_http.cancel();
+        self.stop_worker.cancel();
         if let Some(handle) = self.http.take() {
             match joined(handle).await {
                 Ok(Ok(())) => {}
@@ -249,7 +255,6 @@ impl RunningNode {
                 Err(err) => keep(err),
             }
         }
-        self.stop_worker.cancel();
         if let Some(handle) = self.worker.take() {
             match joined(handle).await {
                 Ok(Ok(worker)) => report.worker = Some(worker),
