@@ -63,6 +63,14 @@ pub(crate) async fn connect(
                     jobwire_core::database_message(&err)
                 );
             }
+            // A server failing over can drop packets for a while: no answer
+            // is retried too, within the wait.
+            Err(_) if deadline.is_some_and(|deadline| tokio::time::Instant::now() < deadline) => {
+                tracing::warn!(
+                    "PostgreSQL at {shown} gave no answer within {} s; retrying",
+                    FIRST_CONNECT_TIMEOUT.as_secs()
+                );
+            }
             Err(_) => bail!(
                 "cannot connect to PostgreSQL at {shown}: no answer within {} s",
                 FIRST_CONNECT_TIMEOUT.as_secs()
@@ -79,7 +87,9 @@ pub(crate) async fn connect(
 }
 
 /// A connection failure that a restarting server gives: refused or reset
-/// connections, "the database system is starting up / shutting down".
+/// connections, "the database system is starting up / shutting down", and
+/// "too many clients", which a crowd of clients reconnecting after a
+/// restart gives for a moment.
 fn is_startup_transient(err: &sqlx::Error) -> bool {
     match err {
         sqlx::Error::Io(io) => matches!(
@@ -90,7 +100,10 @@ fn is_startup_transient(err: &sqlx::Error) -> bool {
                 | std::io::ErrorKind::UnexpectedEof
         ),
         sqlx::Error::Database(db) => {
-            matches!(db.code().as_deref(), Some("57P01" | "57P02" | "57P03"))
+            matches!(
+                db.code().as_deref(),
+                Some("57P01" | "57P02" | "57P03" | "53300")
+            )
         }
         _ => false,
     }

@@ -1208,6 +1208,127 @@ async fn a_broker_dispatched_queue_is_brought_back_with_transport_postgres() {
     assert_eq!(now, jobwire_core::Dispatch::Postgres);
 }
 
+/// A graceful stop waits for the running job (here for up to ten
+/// minutes); a second Ctrl-C ends the process at once, with status 130,
+/// saying what becomes of that job: its lease lapses and the sweeper
+/// retries it. (The first signal alone cannot end it: the job sleeps ten
+/// minutes and stops early only when cancelled.)
+#[tokio::test]
+async fn a_second_ctrl_c_exits_at_once() {
+    let (db, pool) = migrated_database().await;
+    let job = jobwire_core::enqueue(
+        &pool,
+        &jobwire_core::NewJob::new("sleep", serde_json::json!({ "ms": 600_000 }))
+            .with_queue("slow"),
+    )
+    .await
+    .unwrap()
+    .job_id;
+    let mut worker = Command::new(JOBWIRE)
+        .args([
+            "worker",
+            "--transport",
+            "postgres",
+            "--queue",
+            "slow=1",
+            "--shutdown-timeout-s",
+            "600",
+        ])
+        .env("DATABASE_URL", &db.url)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_count(
+        &pool,
+        "SELECT count(*) FROM jobs WHERE job_id = $1::uuid AND state = 'RUNNING'",
+        &job.to_string(),
+        1,
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    let interrupt = |child: &Child| {
+        let status = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    interrupt(&worker);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        worker.try_wait().unwrap().is_none(),
+        "the first Ctrl-C waits for the running job"
+    );
+    interrupt(&worker);
+    wait_for_exit(
+        &mut worker,
+        Duration::from_secs(15),
+        "a worker after a second Ctrl-C",
+    )
+    .await;
+    let output = worker.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130), "{}", stderr(&output));
+    assert_says(&stderr(&output), "second shutdown signal: exiting at once");
+    let status = jobwire_core::job_status(&pool, job).await.unwrap();
+    assert_eq!(status.state, JobState::Running, "left to its lease");
+    pool.close().await;
+    db.drop_database().await;
+}
+
+/// A long-running command waits for a database that gives no answer at
+/// first (a failover that drops packets), within its wait for the
+/// database, rather than exiting when its first connection's 5 s pass.
+#[tokio::test]
+async fn a_worker_waits_for_a_database_that_gives_no_answer_at_first() {
+    let (db, pool) = migrated_database().await;
+    let job = enqueue_ids(
+        &pool,
+        &[jobwire_core::NewJob::new("noop", serde_json::json!({}))],
+    )
+    .await
+    .unwrap()[0];
+    let mut url = url::Url::parse(&db.url).unwrap();
+    let upstream = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap_or(5432));
+    let proxy = jobwire_test_support::FlakyProxy::start(&upstream, true)
+        .await
+        .unwrap();
+    // The first connection is taken and never answered.
+    proxy.hang_new();
+    url.set_host(Some("127.0.0.1")).unwrap();
+    url.set_port(Some(proxy.addr.port())).unwrap();
+    let mut worker = Command::new(JOBWIRE)
+        .args(["worker", "--transport", "postgres", "--queue", "default=1"])
+        .env("DATABASE_URL", url.as_str())
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    proxy.serve_new();
+    let finished = wait_for_all_finished(&pool, &[job], Duration::from_secs(60)).await;
+    let status = Command::new("kill")
+        .args(["-INT", &worker.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    wait_for_exit(
+        &mut worker,
+        Duration::from_secs(15),
+        "a worker after Ctrl-C",
+    )
+    .await;
+    let output = worker.wait_with_output().unwrap();
+    finished.unwrap_or_else(|err| panic!("{err}: {}", stderr(&output)));
+    assert_says(&stderr(&output), "gave no answer within 5 s; retrying");
+    assert!(output.status.success(), "{}", stderr(&output));
+    pool.close().await;
+    db.drop_database().await;
+}
+
 /// Reaching a Kafka bootstrap address nothing answers on takes the
 /// transport's timeout (30 s); Ctrl-C meanwhile ends the worker at once,
 /// with nothing declared. (The ceiling below is generous: without the

@@ -109,6 +109,12 @@ impl FlakyProxy {
         self.hang.store(true, Ordering::SeqCst);
     }
 
+    /// Serve new connections again after [`FlakyProxy::hang_new`] (those
+    /// already taken stay hung).
+    pub fn serve_new(&self) {
+        self.hang.store(false, Ordering::SeqCst);
+    }
+
     /// Stall every live connection: each stays open and carries nothing
     /// more, in either direction. Connections made afterwards are served.
     pub fn stall_live(&self) {
