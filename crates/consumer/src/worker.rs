@@ -158,12 +158,15 @@ impl WorkerConfig {
                 )));
             }
         }
-        // The local queue and the slots share one semaphore.
+        // The local queue and the slots share one semaphore, whose
+        // `acquire_many` counts in u32 (the claim loop takes one more than
+        // the claim-ahead places at once).
+        let most = tokio::sync::Semaphore::MAX_PERMITS.min(u32::MAX as usize - 1);
         if self.queues.iter().any(|queue| {
             queue
                 .concurrency
                 .checked_add(self.claim_ahead)
-                .is_none_or(|held| held > tokio::sync::Semaphore::MAX_PERMITS)
+                .is_none_or(|held| held > most)
         }) {
             return Err(WorkerError::Config(format!(
                 "a queue's concurrency plus claim_ahead ({}) is too large",
@@ -351,6 +354,27 @@ impl Worker {
         match ended_early {
             None => Ok(report),
             Some(err) => Err(err),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claim_ahead_the_claim_loop_cannot_count_is_refused() {
+        let with = |claim_ahead: usize| WorkerConfig {
+            claim_ahead,
+            ..WorkerConfig::default()
+        };
+        assert!(with(512).validate().is_ok());
+        // The queue's 16 slots plus these, plus the one the claim loop
+        // takes with them, must count in u32.
+        assert!(with(u32::MAX as usize - 17).validate().is_ok());
+        for too_many in [u32::MAX as usize - 16, 1 << 32, usize::MAX] {
+            let refused = with(too_many).validate().unwrap_err();
+            assert!(refused.to_string().contains("too large"), "{refused}");
         }
     }
 }

@@ -36,17 +36,28 @@ impl Default for Backoff {
 
 impl Backoff {
     /// The delay before jitter after `failed_attempt` (1-based) failed.
+    /// Exact to the nanosecond: a base under a millisecond doubles too.
     pub fn capped_delay(&self, failed_attempt: u32) -> Duration {
         let exponent = failed_attempt.saturating_sub(1).min(62);
-        let factor = 1u64 << exponent;
-        let base_ms = self.base.as_millis().min(u128::from(u64::MAX)) as u64;
-        let max_ms = self.max.as_millis().min(u128::from(u64::MAX)) as u64;
-        Duration::from_millis(base_ms.saturating_mul(factor).min(max_ms))
+        let nanos = self.base.as_nanos().saturating_mul(1u128 << exponent);
+        if nanos >= self.max.as_nanos() {
+            return self.max;
+        }
+        // Below `max`, so its whole seconds fit.
+        Duration::new(
+            u64::try_from(nanos / 1_000_000_000).unwrap_or(u64::MAX),
+            (nanos % 1_000_000_000) as u32,
+        )
     }
 
-    /// The largest jitter that may be added to `capped`.
+    /// The largest jitter that may be added to `capped` (none for a ratio
+    /// that is not a number).
     pub fn max_jitter(&self, capped: Duration) -> Duration {
-        capped.mul_f64(self.jitter_ratio.clamp(0.0, 1.0))
+        if self.jitter_ratio > 0.0 {
+            scaled(capped, self.jitter_ratio.min(1.0))
+        } else {
+            Duration::ZERO
+        }
     }
 
     /// The delay to wait after `failed_attempt` failed: capped delay plus jitter.
@@ -61,8 +72,16 @@ impl Backoff {
         if jitter.is_zero() {
             return capped;
         }
-        capped + jitter.mul_f64(rng.random::<f64>())
+        capped.saturating_add(scaled(jitter, rng.random::<f64>()))
     }
+}
+
+/// `duration` times `factor` (in `[0, 1]`), at most `duration`: the float
+/// product of a duration near [`Duration::MAX`] can round past it.
+fn scaled(duration: Duration, factor: f64) -> Duration {
+    Duration::try_from_secs_f64(duration.as_secs_f64() * factor)
+        .unwrap_or(duration)
+        .min(duration)
 }
 
 #[cfg(test)]
@@ -104,5 +123,38 @@ mod tests {
             ..Backoff::default()
         };
         assert_eq!(backoff.delay(3), Duration::from_secs(20));
+    }
+
+    #[test]
+    fn a_base_under_a_millisecond_doubles_too() {
+        let backoff = Backoff {
+            base: Duration::from_micros(500),
+            max: Duration::from_secs(1),
+            jitter_ratio: 0.0,
+        };
+        assert_eq!(backoff.capped_delay(1), Duration::from_micros(500));
+        assert_eq!(backoff.capped_delay(2), Duration::from_millis(1));
+        assert_eq!(backoff.capped_delay(10), Duration::from_millis(256));
+        assert_eq!(backoff.capped_delay(12), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn extreme_settings_give_a_delay_not_a_panic() {
+        let endless = Backoff {
+            base: Duration::MAX,
+            max: Duration::MAX,
+            jitter_ratio: 1.0,
+        };
+        assert_eq!(endless.delay(u32::MAX), Duration::MAX);
+        let not_a_number = Backoff {
+            jitter_ratio: f64::NAN,
+            ..Backoff::default()
+        };
+        assert_eq!(not_a_number.delay(1), Duration::from_secs(5));
+        let negative = Backoff {
+            jitter_ratio: -1.0,
+            ..Backoff::default()
+        };
+        assert_eq!(negative.delay(2), Duration::from_secs(10));
     }
 }

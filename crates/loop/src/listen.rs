@@ -2,6 +2,8 @@
 //! after failures. Notifications are hints ("check now"): whenever some may
 //! have been lost, the caller is told so it can check everything once.
 
+use std::time::Duration;
+
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 use tokio_util::sync::CancellationToken;
@@ -68,7 +70,7 @@ pub async fn listen(
             }
             continue;
         }
-        pause.reset();
+        let listening_since = std::time::Instant::now();
         if let Some(ended) = outage.succeeded() {
             tracing::info!(%channel, "listening again {ended}");
         }
@@ -102,5 +104,49 @@ pub async fn listen(
                 }
             }
         }
+        let wait = pause_before_reopening(listening_since.elapsed(), &mut pause);
+        if !wait.is_zero() && sleep(wait, &stop).await.is_cancelled() {
+            return;
+        }
+    }
+}
+
+/// A LISTEN connection that lasted this long was healthy: once it drops,
+/// the next is opened at once, and the pause starts over.
+const STEADY: Duration = Duration::from_secs(30);
+
+/// How long to wait before reopening a LISTEN connection that dropped
+/// after `listened_for`. One that dropped sooner than [`STEADY`] (a proxy or
+/// a script that cuts each connection soon after it opens) is reopened
+/// after the pause, doubling: cut again and again, it would otherwise
+/// reconnect without end, each time warning and making every caller check
+/// everything.
+fn pause_before_reopening(listened_for: Duration, pause: &mut Pause) -> Duration {
+    if listened_for >= STEADY {
+        pause.reset();
+        Duration::ZERO
+    } else {
+        pause.next_after_failure()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_cut_soon_after_it_opened_is_reopened_after_a_growing_pause() {
+        let mut pause = Pause::new(Duration::from_millis(100), Duration::from_secs(5));
+        let cut_soon: Vec<Duration> = (0..4)
+            .map(|_| pause_before_reopening(Duration::from_millis(50), &mut pause))
+            .collect();
+        for (earlier, later) in cut_soon.iter().zip(&cut_soon[1..]) {
+            assert!(later > earlier, "{cut_soon:?}");
+        }
+        assert!(cut_soon[0] >= Duration::from_millis(80), "{cut_soon:?}");
+        // A healthy connection that drops is reopened at once, and the
+        // pause starts over.
+        assert_eq!(pause_before_reopening(STEADY, &mut pause), Duration::ZERO);
+        assert_eq!(pause.current(), Duration::from_millis(100));
     }
 }
