@@ -332,3 +332,106 @@ fn record(result: FinishResult, meta: &AttemptMeta, outcome: &FinishOutcome, sta
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+    fn meta() -> AttemptMeta {
+        let now = Utc::now();
+        AttemptMeta {
+            job: Arc::new(ClaimedJob {
+                lease: lease(),
+                queue: "q".into(),
+                job_type: "t".into(),
+                priority: 0,
+                payload: serde_json::json!({}),
+                unreadable_payload: None,
+                attempt: 1,
+                max_attempts: 3,
+                lease_expires_at: now,
+                created_at: now,
+                run_after: now,
+                trace_context: None,
+            }),
+            claimed_at: now,
+            claimed: Instant::now(),
+            handled: true,
+        }
+    }
+
+    fn lease() -> Lease {
+        Lease {
+            job_id: uuid::Uuid::nil(),
+            generation: jobwire_core::LeaseGeneration(1),
+        }
+    }
+
+    /// What `record` recorded: each metric's name with its counter value
+    /// or its histogram's sample count.
+    fn recorded(
+        state: JobState,
+        outcome: FinishOutcome,
+        stats: &WorkerStats,
+    ) -> Vec<(String, u64)> {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        let result = FinishResult::Recorded {
+            job_id: uuid::Uuid::nil(),
+            state,
+            run_after: Utc::now(),
+            cancel_latency: Some(Duration::from_millis(5)),
+        };
+        ::metrics::with_local_recorder(&recorder, || record(result, &meta(), &outcome, stats));
+        let mut seen: Vec<_> = snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .map(|(key, _, _, value)| {
+                let name = key.key().name().to_owned();
+                match value {
+                    DebugValue::Counter(n) => (name, n),
+                    DebugValue::Histogram(samples) => (name, samples.len() as u64),
+                    DebugValue::Gauge(_) => (name, 0),
+                }
+            })
+            .collect();
+        seen.sort();
+        seen
+    }
+
+    #[test]
+    fn a_job_returned_unstarted_with_a_cancel_pending_counts_no_attempt_outcome() {
+        let stats = WorkerStats::default();
+        assert_eq!(
+            recorded(JobState::Cancelled, FinishOutcome::Returned, &stats),
+            vec![(crate::metrics::CANCEL_LATENCY.to_owned(), 1)],
+            "only the cancel's latency: no outcome, no end-to-end sample"
+        );
+        assert_eq!(stats.cancelled.load(Ordering::Relaxed), 1);
+
+        // The same state reached by a handler that stopped for the cancel
+        // is an attempt's outcome.
+        let mut seen = recorded(
+            JobState::Cancelled,
+            FinishOutcome::CancelAcknowledged,
+            &stats,
+        );
+        seen.retain(|(name, _)| name != crate::metrics::CANCEL_LATENCY);
+        assert_eq!(
+            seen,
+            vec![
+                (crate::metrics::END_TO_END.to_owned(), 1),
+                (crate::metrics::OUTCOMES.to_owned(), 1),
+            ]
+        );
+
+        // Returned with no cancel pending: counted as returned, no outcome.
+        assert_eq!(
+            recorded(JobState::RetryWait, FinishOutcome::Returned, &stats),
+            vec![(crate::metrics::RETURNED.to_owned(), 1)]
+        );
+        assert_eq!(stats.returned.load(Ordering::Relaxed), 1);
+    }
+}

@@ -243,6 +243,27 @@ struct LastRound {
     schedules: HashSet<String>,
 }
 
+/// The dead-letter groups of the last round that are gone now, to be set to
+/// 0. A group missing from a round that folded groups into `_other` may be
+/// folded, not gone: set to 0, it would read 0 while it held dead letters,
+/// and JobwireDeadLettersGrowing would take its whole count for new failures
+/// when it came back into the top groups. So it is carried into this round's
+/// set, unset (it idles out if folding goes on), and a later round that
+/// lists every group sets it to 0 if it is gone by then.
+fn failed_groups_gone(
+    last_round: &HashSet<(String, String)>,
+    this_round: &mut HashSet<(String, String)>,
+    folded: bool,
+) -> Vec<(String, String)> {
+    let missing: Vec<_> = last_round.difference(this_round).cloned().collect();
+    if folded {
+        this_round.extend(missing);
+        Vec::new()
+    } else {
+        missing
+    }
+}
+
 /// Read every gauge's source and set the gauges.
 async fn collect(
     connection: &mut PgConnection,
@@ -308,20 +329,12 @@ async fn collect(
         gauge!(QUEUE_PAUSED, "queue" => queue.clone()).set(0.0);
         gauge!(QUEUE_LEASE_EXPIRED, "queue" => queue.clone()).set(0.0);
     }
-    // A group missing from a round that folded groups into `_other` may be
-    // folded, not gone: set to 0, it would read 0 while it held dead
-    // letters, and JobwireDeadLettersGrowing would see its whole count as
-    // new when it came back into the top groups. Such a series is left to
-    // idle out instead. Without folding, every group is listed, so a
-    // missing one was retried or archived: it reads 0 at once.
-    if !folded {
-        for (job_type, error_code) in last_round
-            .failed_groups
-            .difference(&this_round.failed_groups)
-        {
-            gauge!(FAILED_JOBS, "job_type" => job_type.clone(), "error_code" => error_code.clone())
-                .set(0.0);
-        }
+    for (job_type, error_code) in failed_groups_gone(
+        &last_round.failed_groups,
+        &mut this_round.failed_groups,
+        folded,
+    ) {
+        gauge!(FAILED_JOBS, "job_type" => job_type, "error_code" => error_code).set(0.0);
     }
     for schedule in last_round.schedules.difference(&this_round.schedules) {
         gauge!(SCHEDULE_DELAY, "schedule" => schedule.clone()).set(0.0);
@@ -406,5 +419,46 @@ mod tests {
             .collect();
         let other = bounded_queues(all_paused).pop().unwrap();
         assert!(other.paused, "every folded queue is paused");
+    }
+
+    fn groups(names: &[&str]) -> HashSet<(String, String)> {
+        names
+            .iter()
+            .map(|name| ((*name).to_owned(), "E".to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn a_folded_dead_letter_group_keeps_its_count_until_a_full_round_finds_it_gone() {
+        // Every group listed: one retried since is gone, and reads 0.
+        let mut this = groups(&["a"]);
+        assert_eq!(
+            failed_groups_gone(&groups(&["a", "b"]), &mut this, false),
+            vec![("b".to_owned(), "E".to_owned())]
+        );
+
+        // A round that folds: b and c may be in `_other`, so neither is set
+        // to 0 now; both are remembered.
+        let mut folding = groups(&["a", "_other"]);
+        assert!(failed_groups_gone(&groups(&["a", "b", "c"]), &mut folding, true).is_empty());
+        assert_eq!(folding, groups(&["a", "_other", "b", "c"]));
+
+        // Folding goes on: still nothing set to 0, nothing forgotten.
+        let mut still = groups(&["a", "_other"]);
+        assert!(failed_groups_gone(&folding, &mut still, true).is_empty());
+        assert_eq!(still, folding);
+
+        // The next round lists every group: c is back, b and `_other` are gone.
+        let mut full = groups(&["a", "c"]);
+        let mut gone = failed_groups_gone(&still, &mut full, false);
+        gone.sort();
+        assert_eq!(
+            gone,
+            vec![
+                ("_other".to_owned(), "E".to_owned()),
+                ("b".to_owned(), "E".to_owned())
+            ]
+        );
+        assert_eq!(full, groups(&["a", "c"]));
     }
 }
