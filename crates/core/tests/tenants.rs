@@ -1624,3 +1624,59 @@ async fn tenants_come_and_go_under_a_running_sweep_without_a_stranded_job(pool: 
     .unwrap();
     assert_eq!(runs, vec![("SUCCEEDED".to_owned(), 1, total as i64)]);
 }
+
+/// A capped claim planned while its queue was empty (a worker that started
+/// on a quiet database) still walks the indexes once a tenant's backlog
+/// has arrived. Planned once per session, the claim kept a plan for a table
+/// of one row: every claim then read the whole backlog, and joined its
+/// claimed jobs to every row of `jobs`. Counted in the rows the claim read
+/// from `jobs` (this transaction's statistics), not in time.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_capped_claim_planned_on_an_empty_queue_reads_few_rows_after_a_burst(pool: PgPool) {
+    jobwire_core::set_tenant_cap(&pool, "p", None, Some(4))
+        .await
+        .unwrap();
+    // A quiet database, vacuumed: the planner knows jobs as empty.
+    sqlx::query("VACUUM ANALYZE jobs")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let mut worker = pool.acquire().await.unwrap().detach();
+    let claim = "SELECT count(*) FROM jobwire_claim_capped('p', 100, 'w', 60000, 0)";
+    // The worker's first claims, on the empty queue, plan the statement.
+    for _ in 0..6 {
+        let claimed: i64 = sqlx::query_scalar(claim)
+            .fetch_one(&mut worker)
+            .await
+            .unwrap();
+        assert_eq!(claimed, 0);
+    }
+    let burst: Vec<NewJob> = (0..5_000)
+        .map(|i| {
+            NewJob::new("work", json!({ "i": i }))
+                .with_queue("p")
+                .with_tenant("acme")
+        })
+        .collect();
+    for chunk in burst.chunks(1_000) {
+        jobwire_test_support::enqueue_ids(&pool, chunk)
+            .await
+            .unwrap();
+    }
+
+    let mut tx = sqlx::Connection::begin(&mut worker).await.unwrap();
+    let claimed: i64 = sqlx::query_scalar(claim).fetch_one(&mut *tx).await.unwrap();
+    assert_eq!(claimed, 4, "the tenant's cap");
+    let read: i64 = sqlx::query_scalar(
+        "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)
+         FROM pg_stat_xact_user_tables WHERE relname = 'jobs'",
+    )
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    tx.rollback().await.unwrap();
+    assert!(
+        read < 500,
+        "the claim read {read} rows of jobs for 4 jobs among 5,000"
+    );
+}
