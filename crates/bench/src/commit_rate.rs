@@ -130,13 +130,17 @@ async fn in_process(pool: &PgPool, clients: usize, duration: Duration) -> Result
         .max_connections(u32::try_from(clients).unwrap_or(u32::MAX))
         .connect_with((*pool.connect_options()).clone())
         .await?;
+    // Every connection open before the clock starts, as pgbench's rate is
+    // read without its connections' set-up.
+    let mut connections = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        connections.push(own.acquire().await?);
+    }
     let started = Instant::now();
     let deadline = started + duration;
     let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..clients {
-        let pool = own.clone();
+    for mut conn in connections {
         tasks.spawn(async move {
-            let mut conn = pool.acquire().await?;
             let mut commits = 0u64;
             while Instant::now() < deadline {
                 let mut tx = sqlx::Connection::begin(&mut *conn).await?;

@@ -359,8 +359,11 @@ fn ended_badly(jobs: usize, rows: i64, succeeded_once: &[Uuid], runs: &Runs) -> 
         .iter()
         .filter(|job| ran.get(job).is_some_and(|seen| seen.runs == 1))
         .count();
-    jobs.max(usize::try_from(rows).unwrap_or(usize::MAX))
-        .saturating_sub(good)
+    let rows = usize::try_from(rows).unwrap_or(usize::MAX);
+    // The rows that ended badly, and the difference between the rows and
+    // the jobs: a job lost without a row, or a row beyond them (a job
+    // enqueued twice, even if both ran well).
+    rows.saturating_sub(good) + rows.abs_diff(jobs)
 }
 
 impl Runs {
@@ -556,10 +559,13 @@ mod tests {
         let succeeded = [once, twice, never_ran, also_once];
         // Run twice, and marked done with no handler run: two bad.
         assert_eq!(ended_badly(4, 4, &succeeded, &runs), 2);
-        // A fifth job enqueued and never finished: three.
+        // A fifth job enqueued and never finished (its row not SUCCEEDED): three.
         assert_eq!(ended_badly(5, 5, &succeeded, &runs), 3);
-        // A row beyond the jobs the run enqueued (enqueued twice): counted.
-        assert_eq!(ended_badly(4, 5, &succeeded, &runs), 3);
+        // A row beyond the jobs the run enqueued (a job enqueued twice)
+        // is counted even when both ran well.
+        assert_eq!(ended_badly(1, 2, &[once, also_once], &runs), 1);
         assert_eq!(ended_badly(2, 2, &[once, also_once], &runs), 0);
+        // A job lost without a row.
+        assert_eq!(ended_badly(3, 2, &[once, also_once], &runs), 1);
     }
 }

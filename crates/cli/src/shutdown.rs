@@ -7,7 +7,8 @@ use tokio_util::sync::CancellationToken;
 /// a process stopped by Ctrl-C.
 const EXIT_AT_ONCE: i32 = 130;
 
-/// Cancel `shutdown` on Ctrl-C or SIGTERM; on a second one, exit at once.
+/// Cancel `shutdown` on Ctrl-C or SIGTERM; on a second one, 2 s or more
+/// after the first, exit at once.
 ///
 /// A graceful stop waits for running jobs (up to `--shutdown-timeout-s`)
 /// and, with the database away, for the last outcomes' tries: an operator
@@ -24,13 +25,45 @@ pub(crate) async fn cancel_on_signal(shutdown: CancellationToken) {
         }
     };
     signals.next().await;
+    let first = std::time::Instant::now();
     tracing::info!("shutdown signal received; stopping gracefully (signal again to exit at once)");
     shutdown.cancel();
-    signals.next().await;
+    loop {
+        signals.next().await;
+        if first.elapsed() >= SAME_REQUEST {
+            break;
+        }
+        // Process managers send two at once (Ctrl-C reaches a process
+        // group as SIGINT while the manager forwards a SIGTERM; systemd
+        // follows an ExecStop kill with its KillSignal): one request.
+        tracing::info!("another shutdown signal right after the first: still stopping gracefully");
+    }
     tracing::warn!(
         "second shutdown signal: exiting at once; the leases of jobs still running will lapse and the sweeper will retry them"
     );
     std::process::exit(EXIT_AT_ONCE);
+}
+
+/// Signals this soon after the first are the same request to stop.
+const SAME_REQUEST: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Cancel `shutdown` on Ctrl-C or SIGTERM, and ignore any later one: for a
+/// command whose own clean-up must run after it is interrupted (`jobwire
+/// faults` drops its scenario's database and topics).
+pub(crate) async fn cancel_on_first_signal(shutdown: CancellationToken) {
+    let Ok(mut signals) = Signals::listen() else {
+        tracing::error!("cannot listen for Ctrl-C or SIGTERM");
+        return;
+    };
+    signals.next().await;
+    tracing::info!("shutdown signal received; cleaning up");
+    shutdown.cancel();
+    loop {
+        signals.next().await;
+        tracing::info!(
+            "cleaning up first; stop this process with SIGKILL to leave what it made behind"
+        );
+    }
 }
 
 /// The shutdown signals, each heard as often as it comes.

@@ -36,6 +36,9 @@ pub async fn listen(
     mut on_event: impl FnMut(ListenEvent<'_>),
 ) {
     let mut pause = Pause::standard();
+    // Between connections that are cut soon after they open, whatever
+    // came between them (see `pause_before_reopening`).
+    let mut cuts = Pause::standard();
     // From a lost connection or a failed attempt to the LISTEN that works.
     let mut outage = Outage::new();
     loop {
@@ -70,6 +73,7 @@ pub async fn listen(
             }
             continue;
         }
+        pause.reset();
         let listening_since = std::time::Instant::now();
         if let Some(ended) = outage.succeeded() {
             tracing::info!(%channel, "listening again {ended}");
@@ -104,7 +108,7 @@ pub async fn listen(
                 }
             }
         }
-        let wait = pause_before_reopening(listening_since.elapsed(), &mut pause);
+        let wait = pause_before_reopening(listening_since.elapsed(), &mut cuts);
         if !wait.is_zero() && sleep(wait, &stop).await.is_cancelled() {
             return;
         }
@@ -112,15 +116,16 @@ pub async fn listen(
 }
 
 /// A LISTEN connection that lasted this long was healthy: once it drops,
-/// the next is opened at once, and the pause starts over.
+/// the next is opened at once, and the pause between cuts starts over.
 const STEADY: Duration = Duration::from_secs(30);
 
 /// How long to wait before reopening a LISTEN connection that dropped
 /// after `listened_for`. One that dropped sooner than [`STEADY`] (a proxy or
 /// a script that cuts each connection soon after it opens) is reopened
-/// after the pause, doubling: cut again and again, it would otherwise
-/// reconnect without end, each time warning and making every caller check
-/// everything.
+/// after a pause that doubles with each such cut: cut again and again, it
+/// would otherwise reconnect without end, each time warning and making
+/// every caller check everything. That pause is its own, apart from the one
+/// between failed attempts to connect (reset by each LISTEN that works).
 fn pause_before_reopening(listened_for: Duration, pause: &mut Pause) -> Duration {
     if listened_for >= STEADY {
         pause.reset();

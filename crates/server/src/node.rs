@@ -55,8 +55,8 @@ pub enum NodeError {
 /// then [`Node::run`] it until a shutdown signal, or [`Node::start`] it and
 /// [`RunningNode::stop`] it later.
 ///
-/// Shutdown is staged, in the order the data flows back: the HTTP API stops
-/// taking requests (those under way finish); the worker stops
+/// Shutdown is staged, in the order the data flows back: at once, the HTTP
+/// API stops taking requests (those under way finish) and the worker stops
 /// claiming, drains its running jobs under its shutdown timeout and flushes
 /// the last outcomes (whose wake-ups land in the outbox); then the relay
 /// lanes stop (a pass under way finishes its publish); then maintenance and

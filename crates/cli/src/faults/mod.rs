@@ -25,7 +25,7 @@ use sqlx::postgres::PgPoolOptions;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::brokers::{BrokerArgs, BrokerKind};
-use crate::shutdown::cancel_on_signal;
+use crate::shutdown::cancel_on_first_signal;
 use checks::Expected;
 use database::{ScenarioDatabase, database_url};
 use fleet::{Fleet, ProcessSpec, Role};
@@ -178,9 +178,10 @@ pub(crate) async fn run(server_url: &str, args: FaultArgs) -> Result<()> {
     args.validate()?;
     let database = ScenarioDatabase::create(server_url).await?;
     // Ctrl-C or SIGTERM drops the scenario, and with it the fleet: every
-    // child process is killed, none is left behind.
+    // child process is killed, none is left behind (a second signal does
+    // not cut that short).
     let interrupted = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(cancel_on_signal(interrupted.clone()));
+    tokio::spawn(cancel_on_first_signal(interrupted.clone()));
     let outcome = tokio::select! {
         outcome = run_scenario(&database, &args) => outcome,
         _ = interrupted.cancelled() => Err(anyhow::anyhow!("interrupted")),

@@ -6,7 +6,7 @@
 //! closes, the lock goes with it, and another process takes over at its
 //! next tick.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use jobwire_core::{QueueOverview, store};
@@ -239,7 +239,8 @@ fn bounded_queues(mut queues: Vec<QueueOverview>) -> Vec<QueueOverview> {
 #[derive(Default)]
 struct LastRound {
     queues: HashSet<String>,
-    failed_groups: HashSet<(String, String)>,
+    /// Each group with when its gauge was last set.
+    failed_groups: HashMap<(String, String), Instant>,
     schedules: HashSet<String>,
 }
 
@@ -248,19 +249,28 @@ struct LastRound {
 /// folded, not gone: set to 0, it would read 0 while it held dead letters,
 /// and JobwireDeadLettersGrowing would take its whole count for new failures
 /// when it came back into the top groups. So it is carried into this round's
-/// set, unset (it idles out if folding goes on), and a later round that
-/// lists every group sets it to 0 if it is gone by then.
+/// groups, unset, for as long as its series lives ([`GAUGE_IDLE`] from when
+/// it was last set); a round that lists every group meanwhile sets it to 0
+/// if it is gone. Past that the series is gone anyway, and so is the group
+/// from the carried ones (folding that goes on cannot pile them up).
 fn failed_groups_gone(
-    last_round: &HashSet<(String, String)>,
-    this_round: &mut HashSet<(String, String)>,
+    last_round: &HashMap<(String, String), Instant>,
+    this_round: &mut HashMap<(String, String), Instant>,
     folded: bool,
+    now: Instant,
 ) -> Vec<(String, String)> {
-    let missing: Vec<_> = last_round.difference(this_round).cloned().collect();
+    let missing = last_round
+        .iter()
+        .filter(|(group, set)| {
+            !this_round.contains_key(*group) && now.saturating_duration_since(**set) < GAUGE_IDLE
+        })
+        .map(|(group, set)| (group.clone(), *set))
+        .collect::<Vec<_>>();
     if folded {
         this_round.extend(missing);
         Vec::new()
     } else {
-        missing
+        missing.into_iter().map(|(group, _)| group).collect()
     }
 }
 
@@ -302,7 +312,7 @@ async fn collect(
         };
         this_round
             .failed_groups
-            .insert((job_type.clone(), error_code.clone()));
+            .insert((job_type.clone(), error_code.clone()), Instant::now());
         gauge!(FAILED_JOBS, "job_type" => job_type, "error_code" => error_code)
             .set(group.jobs as f64);
     }
@@ -333,6 +343,7 @@ async fn collect(
         &last_round.failed_groups,
         &mut this_round.failed_groups,
         folded,
+        Instant::now(),
     ) {
         gauge!(FAILED_JOBS, "job_type" => job_type, "error_code" => error_code).set(0.0);
     }
@@ -421,44 +432,59 @@ mod tests {
         assert!(other.paused, "every folded queue is paused");
     }
 
-    fn groups(names: &[&str]) -> HashSet<(String, String)> {
+    fn groups(names: &[&str], set: Instant) -> HashMap<(String, String), Instant> {
         names
             .iter()
-            .map(|name| ((*name).to_owned(), "E".to_owned()))
+            .map(|name| (((*name).to_owned(), "E".to_owned()), set))
             .collect()
+    }
+
+    fn sorted(mut groups: Vec<(String, String)>) -> Vec<String> {
+        groups.sort();
+        groups.into_iter().map(|(job_type, _)| job_type).collect()
     }
 
     #[test]
     fn a_folded_dead_letter_group_keeps_its_count_until_a_full_round_finds_it_gone() {
+        let start = Instant::now();
+        let later = |seconds: u64| start + Duration::from_secs(seconds);
         // Every group listed: one retried since is gone, and reads 0.
-        let mut this = groups(&["a"]);
-        assert_eq!(
-            failed_groups_gone(&groups(&["a", "b"]), &mut this, false),
-            vec![("b".to_owned(), "E".to_owned())]
-        );
+        let mut this = groups(&["a"], later(10));
+        let gone = failed_groups_gone(&groups(&["a", "b"], start), &mut this, false, later(10));
+        assert_eq!(sorted(gone), ["b"]);
 
         // A round that folds: b and c may be in `_other`, so neither is set
-        // to 0 now; both are remembered.
-        let mut folding = groups(&["a", "_other"]);
-        assert!(failed_groups_gone(&groups(&["a", "b", "c"]), &mut folding, true).is_empty());
-        assert_eq!(folding, groups(&["a", "_other", "b", "c"]));
+        // to 0 now; both are carried, with when they were last set.
+        let mut folding = groups(&["a", "_other"], later(10));
+        let last = groups(&["a", "b", "c"], start);
+        assert!(failed_groups_gone(&last, &mut folding, true, later(10)).is_empty());
+        assert_eq!(folding.len(), 4);
+        assert_eq!(folding[&("b".to_owned(), "E".to_owned())], start);
 
         // Folding goes on: still nothing set to 0, nothing forgotten.
-        let mut still = groups(&["a", "_other"]);
-        assert!(failed_groups_gone(&folding, &mut still, true).is_empty());
-        assert_eq!(still, folding);
+        let mut still = groups(&["a", "_other"], later(20));
+        assert!(failed_groups_gone(&folding, &mut still, true, later(20)).is_empty());
+        assert_eq!(still.len(), 4);
 
         // The next round lists every group: c is back, b and `_other` are gone.
-        let mut full = groups(&["a", "c"]);
-        let mut gone = failed_groups_gone(&still, &mut full, false);
-        gone.sort();
-        assert_eq!(
-            gone,
-            vec![
-                ("_other".to_owned(), "E".to_owned()),
-                ("b".to_owned(), "E".to_owned())
-            ]
+        let mut full = groups(&["a", "c"], later(25));
+        let gone = failed_groups_gone(&still, &mut full, false, later(25));
+        assert_eq!(sorted(gone), ["_other", "b"]);
+        assert_eq!(full.len(), 2);
+    }
+
+    #[test]
+    fn a_carried_group_is_dropped_once_its_series_has_idled_out() {
+        let start = Instant::now();
+        let idle = start + GAUGE_IDLE;
+        let mut folding = groups(&["a", "_other"], idle);
+        let last = groups(&["b"], start);
+        assert!(failed_groups_gone(&last, &mut folding, true, idle).is_empty());
+        assert_eq!(folding.len(), 2, "b's series has idled out: not carried");
+        let mut full = groups(&["a"], idle);
+        assert!(
+            failed_groups_gone(&last, &mut full, false, idle).is_empty(),
+            "not set to 0 either: that would bring its series back"
         );
-        assert_eq!(full, groups(&["a", "c"]));
     }
 }
