@@ -22,6 +22,10 @@ pub struct Environment {
     pub fsync: String,
     /// `wal_sync_method`.
     pub wal_sync_method: String,
+    /// `autovacuum`: with it off, nothing vacuums or analyzes the tables
+    /// between runs but the bench's own clean-up, and the flat-cost figures
+    /// do not hold for a deployment.
+    pub autovacuum: String,
     /// One durable single-row commit, measured (median of 200 in a row):
     /// what one job state change per commit would cost.
     pub durable_commit_ms: f64,
@@ -61,6 +65,7 @@ pub async fn environment(pool: &PgPool) -> Result<Environment> {
         synchronous_commit: setting("synchronous_commit").await?,
         fsync: setting("fsync").await?,
         wal_sync_method: setting("wal_sync_method").await?,
+        autovacuum: setting("autovacuum").await?,
         durable_commit_ms: durable_commit_ms(pool).await?,
         build: if cfg!(debug_assertions) {
             "debug"

@@ -17,13 +17,14 @@ fn header(environment: &Environment) -> String {
         Some(ms) => format!(", kafka topics trimmed to the group's offsets every {ms} ms"),
     };
     format!(
-        "{} cores ({}), PostgreSQL {}, synchronous_commit={}, fsync={}, wal_sync_method={}, one durable commit {:.2} ms, {} build, metrics {}, relay {} rows a pass × {} task(s){}",
+        "{} cores ({}), PostgreSQL {}, synchronous_commit={}, fsync={}, wal_sync_method={}, autovacuum={}, one durable commit {:.2} ms, {} build, metrics {}, relay {} rows a pass × {} task(s){}",
         environment.cores,
         environment.cpu,
         environment.postgres,
         environment.synchronous_commit,
         environment.fsync,
         environment.wal_sync_method,
+        environment.autovacuum,
         environment.durable_commit_ms,
         environment.build,
         if environment.metrics { "on" } else { "off" },
