@@ -93,6 +93,9 @@ impl Relay {
         let rows: Vec<OutboxRow> = match (shards, self.config.ordering) {
             (Some(held), KeyOrdering::PerKey { shards }) => {
                 sqlx::query_as(include_str!("../sql/claim_due_ordered.sql"))
+                    // Planned at each call, never with a plan kept from an
+                    // empty outbox (jobwire_core's store module explains).
+                    .persistent(false)
                     .bind(batch as i64)
                     .bind(i64::from(shards))
                     .bind(held)
@@ -104,12 +107,14 @@ impl Relay {
                 match &self.config.lane {
                     TopicLane::All => {
                         sqlx::query_as(include_str!("../sql/claim_due.sql"))
+                            .persistent(false)
                             .bind(batch)
                             .fetch_all(&mut *tx)
                             .await?
                     }
                     TopicLane::Only(topics) => {
                         sqlx::query_as(include_str!("../sql/claim_due_only.sql"))
+                            .persistent(false)
                             .bind(batch)
                             .bind(topics)
                             .fetch_all(&mut *tx)
@@ -117,6 +122,7 @@ impl Relay {
                     }
                     TopicLane::Except(topics) => {
                         sqlx::query_as(include_str!("../sql/claim_due_except.sql"))
+                            .persistent(false)
                             .bind(batch)
                             .bind(topics)
                             .fetch_all(&mut *tx)

@@ -246,17 +246,20 @@ impl Relay {
         let next: Result<Option<DateTime<Utc>>, sqlx::Error> = match &self.config.lane {
             TopicLane::All => {
                 sqlx::query_scalar(include_str!("../sql/next_due.sql"))
+                    .persistent(false)
                     .fetch_one(&self.pool)
                     .await
             }
             TopicLane::Only(topics) => {
                 sqlx::query_scalar(include_str!("../sql/next_due_only.sql"))
+                    .persistent(false)
                     .bind(topics)
                     .fetch_one(&self.pool)
                     .await
             }
             TopicLane::Except(topics) => {
                 sqlx::query_scalar(include_str!("../sql/next_due_except.sql"))
+                    .persistent(false)
                     .bind(topics)
                     .fetch_one(&self.pool)
                     .await

@@ -127,6 +127,8 @@ async fn claim_due_for<'c, A: Acquire<'c, Database = Postgres>>(
     // claim_batch.sql and claim_capped.sql take the same parameters.
     let claim = |sql, limit: i64| {
         sqlx::query_as::<_, ClaimedRow>(sql)
+            // Planned at each call (the store module's doc).
+            .persistent(false)
             .bind(queue)
             .bind(limit)
             .bind(owner)
@@ -253,6 +255,7 @@ pub async fn claim_by_ids<'c, A: Acquire<'c, Database = Postgres>>(
     }
     let mut conn = conn.acquire().await?;
     let rows: Vec<ClaimByIdRow> = sqlx::query_as(include_str!("../../sql/claim_by_ids.sql"))
+        .persistent(false)
         .bind(job_ids)
         .bind(owner)
         .bind(millis(lease))
@@ -367,6 +370,7 @@ pub async fn heartbeat_many<'c, E: PgExecutor<'c>>(
     let job_ids: Vec<Uuid> = leases.iter().map(|l| l.job_id).collect();
     let generations: Vec<i64> = leases.iter().map(|l| l.generation.0).collect();
     let rows: Vec<HeartbeatRow> = sqlx::query_as(include_str!("../../sql/heartbeat_many.sql"))
+        .persistent(false)
         .bind(&job_ids)
         .bind(&generations)
         .bind(owner)
@@ -478,6 +482,7 @@ pub async fn finish_many<'c, E: PgExecutor<'c>>(
     let codes: Vec<Option<&str>> = codes.iter().map(|code| code.as_deref()).collect();
     let messages: Vec<Option<&str>> = messages.iter().map(|message| message.as_deref()).collect();
     let rows: Vec<FinishRow> = sqlx::query_as(include_str!("../../sql/finish_many.sql"))
+        .persistent(false)
         .bind(&job_ids)
         .bind(&generations)
         .bind(&kinds)

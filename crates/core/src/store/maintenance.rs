@@ -28,6 +28,7 @@ pub async fn sweep_expired_leases<'c, E: PgExecutor<'c>>(
 ) -> Result<Vec<SweptLease>> {
     Ok(
         sqlx::query_as(include_str!("../../sql/sweep_expired_leases.sql"))
+            .persistent(false)
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
             .fetch_all(executor)
             .await?,
@@ -62,6 +63,7 @@ pub async fn reconcile_wake_ups<'c, E: PgExecutor<'c>>(
 ) -> Result<Vec<Uuid>> {
     Ok(
         sqlx::query_scalar(include_str!("../../sql/reconcile_wake_ups.sql"))
+            .persistent(false)
             .bind(millis(grace))
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
             .fetch_all(executor)

@@ -5,6 +5,20 @@
 //! `&mut Transaction`) so they run inside the caller's transaction; the few
 //! that may need a second statement (dedup races, error diagnosis) take an
 //! [`Acquire`](sqlx::Acquire) instead.
+//!
+//! **Planned at each call.** A statement a connection prepared is planned
+//! anew for its first five runs, then PostgreSQL may keep one generic plan
+//! for good, made with the statistics and the table sizes of that moment.
+//! A worker or relay that starts on a quiet database makes those runs on
+//! empty tables, and the plan it keeps expects one row: after a burst of
+//! 100,000 jobs, the first claim read every row twice and compared 50
+//! million pairs (7.5 s by hand, docs/benchmarks.md, "Statements planned
+//! on an empty table"). So the statements that read `jobs` or `job_outbox`
+//! by a plan (the claims, the completions, the heartbeats, the sweep, the
+//! reconciler, the relay's passes) are sent unprepared
+//! (`.persistent(false)`) and planned at each call, for a round trip more
+//! each; the functions behind them are `force_custom_plan` (migrations
+//! 20261207000002 and 3). The enqueue only inserts, and keeps its plans.
 
 use std::time::Duration;
 
