@@ -1580,8 +1580,9 @@ async fn jobs_rows_read(conn: &mut sqlx::PgConnection) -> i64 {
     .unwrap()
 }
 
-/// A worker that started on a quiet database claims, renews and completes
-/// as few rows as it should once a burst arrives. Its first runs of each
+/// A worker that started on a quiet database claims and renews reading as
+/// few rows as it should once a burst arrives (the completion stays
+/// prepared for its planning cost: the store module's doc). Its first runs of each
 /// statement were on an empty table; a connection's prepared statement
 /// then kept a plan for a table of one row, and the first claim after a
 /// burst of 100,000 jobs read every row twice and compared 50 million
@@ -1598,16 +1599,13 @@ async fn a_worker_started_on_an_empty_table_reads_few_rows_after_a_burst(pool: P
         job_id: Uuid::now_v7(),
         generation: LeaseGeneration(1),
     };
-    // An idle worker's polls, renewals and completions, on the empty table.
+    // An idle worker's polls and renewals, on the empty table.
     for _ in 0..7 {
         let claimed = jobwire_core::claim_batch(&mut worker, "default", "w", 10, LEASE)
             .await
             .unwrap();
         assert!(claimed.is_empty());
         jobwire_core::heartbeat_many(&mut worker, "w", &[nobody], LEASE)
-            .await
-            .unwrap();
-        jobwire_core::finish_many(&mut worker, "w", &[(nobody, FinishOutcome::Succeeded)])
             .await
             .unwrap();
     }
@@ -1630,20 +1628,8 @@ async fn a_worker_started_on_an_empty_table_reads_few_rows_after_a_burst(pool: P
         .await
         .unwrap();
     let renewing = jobs_rows_read(&mut tx).await - before - claiming;
-    let outcomes: Vec<(Lease, FinishOutcome)> = leases
-        .iter()
-        .map(|lease| (*lease, FinishOutcome::Succeeded))
-        .collect();
-    jobwire_core::finish_many(&mut *tx, "w", &outcomes)
-        .await
-        .unwrap();
-    let completing = jobs_rows_read(&mut tx).await - before - claiming - renewing;
     tx.rollback().await.unwrap();
-    for (what, read) in [
-        ("claim", claiming),
-        ("renewal", renewing),
-        ("completion", completing),
-    ] {
+    for (what, read) in [("claim", claiming), ("renewal", renewing)] {
         assert!(
             read < 500,
             "the {what} of 10 jobs among 5,000 read {read} rows of jobs"
