@@ -16,7 +16,7 @@ use crate::harness::{
     Runs, clean_up, fresh_queue, lost_or_repeated, run_pool, start, wait_for_queue, warm_up,
 };
 use crate::quantile::percentile;
-use crate::workloads::{Arrivals, arrivals_of, enqueue_backlog_at_once, latency};
+use crate::workloads::{Arrivals, Commit, arrivals_of, enqueue_backlog, latency};
 use crate::{BenchConfig, PathUnderTest};
 
 /// The quiet tenants, each arriving at `BenchConfig::quiet_tenant_rate`.
@@ -151,11 +151,12 @@ pub async fn noisy_tenant(
     // form): one job through the empty queue first. Then A's backlog
     // arrives at once, one commit, and the quiet stream starts.
     warm_up(pool, &queue, config).await?;
-    enqueue_backlog_at_once(
+    enqueue_backlog(
         pool,
         config.noisy_jobs,
         config,
         format!("enqueueing tenant {NOISY} on {queue}"),
+        Commit::AtOnce,
         |i| {
             NewJob::new("bench_noop", serde_json::json!({ "i": i }))
                 .with_queue(&queue)

@@ -45,50 +45,57 @@ async fn enqueue_up_front(
     jobs: usize,
     config: &BenchConfig,
 ) -> Result<()> {
-    enqueue_backlog(pool, jobs, config, format!("enqueueing on {queue}"), |i| {
-        NewJob::new("bench_noop", payload(config, i)).with_queue(queue)
-    })
+    enqueue_backlog(
+        pool,
+        jobs,
+        config,
+        format!("enqueueing on {queue}"),
+        Commit::EachBatch,
+        |i| NewJob::new("bench_noop", payload(config, i)).with_queue(queue),
+    )
     .await
 }
 
-/// Enqueue `jobs` jobs made by `job(i)` in batches of 1,000, each
-/// committed on its own.
+/// When a backlog's batches commit.
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum Commit {
+    /// Each batch of 1,000 on its own.
+    EachBatch,
+    /// All at one commit: with a worker already running, every job becomes
+    /// claimable at the same moment.
+    AtOnce,
+}
+
+/// Enqueue `jobs` jobs made by `job(i)` in batches of 1,000, committed as
+/// `commit` says.
 pub(crate) async fn enqueue_backlog(
     pool: &PgPool,
     jobs: usize,
     config: &BenchConfig,
     label: String,
+    commit: Commit,
     job: impl Fn(usize) -> NewJob,
 ) -> Result<()> {
     let bar = progress_bar(config, jobs, label);
+    let mut tx = match commit {
+        Commit::AtOnce => Some(pool.begin().await?),
+        Commit::EachBatch => None,
+    };
     for start in (0..jobs).step_by(1000) {
         let chunk: Vec<NewJob> = (start..(start + 1000).min(jobs)).map(&job).collect();
-        jobwire_core::enqueue_many(pool, &chunk).await?;
+        match tx.as_mut() {
+            Some(tx) => {
+                jobwire_core::Enqueuer.enqueue_many_on(tx, &chunk).await?;
+            }
+            None => {
+                jobwire_core::enqueue_many(pool, &chunk).await?;
+            }
+        }
         bar.inc(chunk.len() as u64);
     }
-    bar.finish_and_clear();
-    Ok(())
-}
-
-/// [`enqueue_backlog`] in one transaction: with a worker already running,
-/// every job becomes claimable at the same commit.
-pub(crate) async fn enqueue_backlog_at_once(
-    pool: &PgPool,
-    jobs: usize,
-    config: &BenchConfig,
-    label: String,
-    job: impl Fn(usize) -> NewJob,
-) -> Result<()> {
-    let bar = progress_bar(config, jobs, label);
-    let mut tx = pool.begin().await?;
-    for start in (0..jobs).step_by(1000) {
-        let chunk: Vec<NewJob> = (start..(start + 1000).min(jobs)).map(&job).collect();
-        jobwire_core::Enqueuer
-            .enqueue_many_on(&mut tx, &chunk)
-            .await?;
-        bar.inc(chunk.len() as u64);
+    if let Some(tx) = tx {
+        tx.commit().await?;
     }
-    tx.commit().await?;
     bar.finish_and_clear();
     Ok(())
 }

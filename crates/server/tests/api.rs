@@ -381,20 +381,7 @@ async fn concurrent_good_and_bad_enqueues_each_get_their_own_answer(pool: PgPool
         .unwrap();
     // A refusal of the deployment's own (a trigger), a data exception no
     // check of the server's can see coming.
-    sqlx::raw_sql(
-        "CREATE FUNCTION refuse_marked() RETURNS trigger LANGUAGE plpgsql AS $$
-         BEGIN
-             IF NEW.payload->>'note' = 'refuse' THEN
-                 RAISE EXCEPTION 'refused by the deployment' USING ERRCODE = '22023';
-             END IF;
-             RETURN NEW;
-         END $$;
-         CREATE TRIGGER refuse_marked BEFORE INSERT ON jobs
-             FOR EACH ROW EXECUTE FUNCTION refuse_marked();",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
+    jobwire_test_support::refuse_jobs_noted_refuse(&pool).await;
     let api = Api::start(pool).await;
     // Each request's body, and the refusal it must get (none: a 201).
     let case = |i: usize| match i % 8 {

@@ -50,3 +50,23 @@ async fn rename_capped_claim(pool: &PgPool, from: &str, to: &str) {
     .await
     .unwrap();
 }
+
+/// A refusal of the deployment's own, which no check of jobwire's can see
+/// coming: a trigger that fails the insert of any job whose payload's
+/// `note` is `refuse`, with a data exception (SQLSTATE 22023).
+pub async fn refuse_jobs_noted_refuse(pool: &PgPool) {
+    sqlx::raw_sql(
+        "CREATE FUNCTION refuse_marked() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF NEW.payload->>'note' = 'refuse' THEN
+                 RAISE EXCEPTION 'refused by the deployment' USING ERRCODE = '22023';
+             END IF;
+             RETURN NEW;
+         END $$;
+         CREATE TRIGGER refuse_marked BEFORE INSERT ON jobs
+             FOR EACH ROW EXECUTE FUNCTION refuse_marked();",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+}

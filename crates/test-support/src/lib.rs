@@ -29,7 +29,9 @@ pub mod worker;
 
 pub use brokers::free_port;
 pub use database::{FreshDatabase, until_a_session_waits_for_a_lock, wait_for_count};
-pub use faults::{break_capped_wake_up_claim, repair_capped_wake_up_claim};
+pub use faults::{
+    break_capped_wake_up_claim, refuse_jobs_noted_refuse, repair_capped_wake_up_claim,
+};
 pub use jobs::{
     enqueue_ids, expire_lease, lose_wake_ups, wait_for_all_finished, wait_for_job, wait_for_state,
     wake_ups_for,

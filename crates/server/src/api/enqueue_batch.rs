@@ -341,20 +341,7 @@ mod tests {
         // A value the database refuses and no check before it catches (a
         // trigger of the deployment's own, here): the whole statement
         // fails with a data exception.
-        sqlx::raw_sql(
-            "CREATE FUNCTION refuse_marked() RETURNS trigger LANGUAGE plpgsql AS $$
-             BEGIN
-                 IF NEW.payload->>'note' = 'refuse' THEN
-                     RAISE EXCEPTION 'refused by the deployment' USING ERRCODE = '22023';
-                 END IF;
-                 RETURN NEW;
-             END $$;
-             CREATE TRIGGER refuse_marked BEFORE INSERT ON jobs
-                 FOR EACH ROW EXECUTE FUNCTION refuse_marked();",
-        )
-        .execute(&pool)
-        .await
-        .unwrap();
+        jobwire_test_support::refuse_jobs_noted_refuse(&pool).await;
         let batches = EnqueueBatches::start(pool.clone());
         let jobs = (0..8).map(|i| match i {
             2 | 6 => {
