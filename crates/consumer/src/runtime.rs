@@ -390,17 +390,8 @@ impl Inner {
                 "no handler for job type {:?} on worker {}; replay it once a worker that knows it runs",
                 job.job_type, self.worker_id
             );
-            tracing::warn!("{message}");
-            self.report(
-                lease,
-                FinishOutcome::Fail {
-                    code: "UNKNOWN_JOB_TYPE".into(),
-                    message,
-                },
-                meta,
-                pending,
-            )
-            .await;
+            self.fail_unstarted(lease, "UNKNOWN_JOB_TYPE", message, meta, pending)
+                .await;
             return;
         };
         if let Some(unreadable) = &job.unreadable_payload {
@@ -410,17 +401,8 @@ impl Inner {
             let message = format!(
                 "the stored payload is not JSON this worker can read ({unreadable}); correct the row or enqueue the job again"
             );
-            tracing::warn!(job_id = %lease.job_id, "{message}");
-            self.report(
-                lease,
-                FinishOutcome::Fail {
-                    code: "UNREADABLE_PAYLOAD".into(),
-                    message,
-                },
-                meta,
-                pending,
-            )
-            .await;
+            self.fail_unstarted(lease, "UNREADABLE_PAYLOAD", message, meta, pending)
+                .await;
             return;
         }
         let cancel = CancellationToken::new();
@@ -634,6 +616,24 @@ impl Inner {
                 message: "handler task was aborted".into(),
             },
         }
+    }
+
+    /// Fail a claimed job no handler can be given, at once and for good
+    /// (a retry would meet the same job), saying why.
+    async fn fail_unstarted(
+        &self,
+        lease: Lease,
+        code: &str,
+        message: String,
+        meta: AttemptMeta,
+        pending: PendingOutcome,
+    ) {
+        tracing::warn!(job_id = %lease.job_id, "{message}");
+        let outcome = FinishOutcome::Fail {
+            code: code.to_owned(),
+            message,
+        };
+        self.report(lease, outcome, meta, pending).await;
     }
 
     async fn report(

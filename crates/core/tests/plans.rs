@@ -13,6 +13,7 @@
 //! configured, tenants and limits touch no table of theirs.
 
 use jobwire_core::{Dispatch, NewJob};
+use jobwire_test_support::table_stat_in_transaction;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -179,22 +180,6 @@ async fn capped_queue_analyzed(pool: &PgPool, cap: u32, backlog: &[NewJob]) {
 /// statements inside a function too).
 async fn jobs_stat_in_transaction(claimer: &mut sqlx::PgConnection, counter: &str) -> i64 {
     table_stat_in_transaction(claimer, "jobs", counter).await
-}
-
-/// One of PostgreSQL's per-transaction counters for `table` (0 when the
-/// transaction has not touched it).
-async fn table_stat_in_transaction(
-    conn: &mut sqlx::PgConnection,
-    table: &str,
-    counter: &str,
-) -> i64 {
-    sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT coalesce(max({counter}), 0) FROM pg_stat_xact_user_tables WHERE relname = $1"
-    )))
-    .bind(table)
-    .fetch_one(conn)
-    .await
-    .unwrap()
 }
 
 /// A claim of a queue with tenant caps reads no table of jobs from end to

@@ -9,7 +9,9 @@ use jobwire_core::{
     ClaimMiss, Dispatch, Error, FinishOutcome, FinishResult, HeartbeatResult, JobState, Lease,
     LeaseGeneration, NewJob, ReplayFilter, RequestCancelOutcome,
 };
-use jobwire_test_support::{expire_lease, until_a_session_waits_for_a_lock, wake_ups_for};
+use jobwire_test_support::{
+    expire_lease, rows_read_in_transaction, until_a_session_waits_for_a_lock, wake_ups_for,
+};
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -1569,17 +1571,6 @@ async fn claims_prepared_before_a_column_is_added_still_work(pool: PgPool) {
     }
 }
 
-/// Rows of `jobs` read so far in this transaction, by scans and by index.
-async fn jobs_rows_read(conn: &mut sqlx::PgConnection) -> i64 {
-    sqlx::query_scalar(
-        "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)
-         FROM pg_stat_xact_user_tables WHERE relname = 'jobs'",
-    )
-    .fetch_one(conn)
-    .await
-    .unwrap()
-}
-
 /// A worker that started on a quiet database claims and renews reading as
 /// few rows as it should once a burst arrives (the completion stays
 /// prepared for its planning cost: the store module's doc). Its first runs of each
@@ -1617,17 +1608,17 @@ async fn a_worker_started_on_an_empty_table_reads_few_rows_after_a_burst(pool: P
     }
 
     let mut tx = sqlx::Connection::begin(&mut worker).await.unwrap();
-    let before = jobs_rows_read(&mut tx).await;
+    let before = rows_read_in_transaction(&mut tx, "jobs").await;
     let claimed = jobwire_core::claim_batch(&mut *tx, "default", "w", 10, LEASE)
         .await
         .unwrap();
     assert_eq!(claimed.len(), 10);
-    let claiming = jobs_rows_read(&mut tx).await - before;
+    let claiming = rows_read_in_transaction(&mut tx, "jobs").await - before;
     let leases: Vec<Lease> = claimed.iter().map(|job| job.lease).collect();
     jobwire_core::heartbeat_many(&mut *tx, "w", &leases, LEASE)
         .await
         .unwrap();
-    let renewing = jobs_rows_read(&mut tx).await - before - claiming;
+    let renewing = rows_read_in_transaction(&mut tx, "jobs").await - before - claiming;
     tx.rollback().await.unwrap();
     for (what, read) in [("claim", claiming), ("renewal", renewing)] {
         assert!(

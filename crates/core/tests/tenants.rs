@@ -1667,13 +1667,7 @@ async fn a_capped_claim_planned_on_an_empty_queue_reads_few_rows_after_a_burst(p
     let mut tx = sqlx::Connection::begin(&mut worker).await.unwrap();
     let claimed: i64 = sqlx::query_scalar(claim).fetch_one(&mut *tx).await.unwrap();
     assert_eq!(claimed, 4, "the tenant's cap");
-    let read: i64 = sqlx::query_scalar(
-        "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)
-         FROM pg_stat_xact_user_tables WHERE relname = 'jobs'",
-    )
-    .fetch_one(&mut *tx)
-    .await
-    .unwrap();
+    let read = jobwire_test_support::rows_read_in_transaction(&mut tx, "jobs").await;
     tx.rollback().await.unwrap();
     assert!(
         read < 500,

@@ -37,7 +37,9 @@ pub use jobs::{
     wake_ups_for,
 };
 pub use outbox::{drain_subscriber, outbox_len, write_outbox_rows};
-pub use plans::{executed_scans, plan_indexes};
+pub use plans::{
+    executed_scans, plan_indexes, rows_read_in_transaction, table_stat_in_transaction,
+};
 pub use process::StopOnDrop;
 pub use proxy::FlakyProxy;
 pub use worker::{fast_options, test_maintenance, test_worker_config};

@@ -1,5 +1,6 @@
-//! Reading query plans: which indexes a statement's plan scans, and which
-//! scans ran, for tests that pin a plan down whatever the statistics say.
+//! Reading query plans: which indexes a statement's plan scans, which scans
+//! ran, and what a transaction read, for tests that pin a plan down
+//! whatever the statistics say.
 
 use serde_json::Value;
 
@@ -46,4 +47,28 @@ pub fn executed_scans(explained: &Value, relation: &str) -> Vec<String> {
         .filter(|node_type| node_type.ends_with("Scan"))
         .map(str::to_owned)
         .collect()
+}
+
+/// One of PostgreSQL's per-transaction counters for `table`
+/// (`pg_stat_xact_user_tables`: `seq_scan`, `idx_tup_fetch`, `n_tup_ins` …;
+/// 0 when the transaction has not touched the table).
+pub async fn table_stat_in_transaction(
+    conn: &mut sqlx::PgConnection,
+    table: &str,
+    counter: &str,
+) -> i64 {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT coalesce(max({counter}), 0) FROM pg_stat_xact_user_tables WHERE relname = $1"
+    )))
+    .bind(table)
+    .fetch_one(conn)
+    .await
+    .unwrap()
+}
+
+/// Rows of `table` this transaction has read so far, by sequential scans
+/// and through indexes.
+pub async fn rows_read_in_transaction(conn: &mut sqlx::PgConnection, table: &str) -> i64 {
+    table_stat_in_transaction(conn, table, "seq_tup_read").await
+        + table_stat_in_transaction(conn, table, "idx_tup_fetch").await
 }

@@ -46,6 +46,20 @@ const OUTAGE_LOOKUP_WAIT: Duration = Duration::from_secs(2);
 /// How many removal counters the confirmed tokens are spread over.
 const REMOVAL_BUCKETS: usize = 64;
 
+/// Tokens as read from the database, each with when it was read.
+type TokensRead = HashMap<String, (Arc<StoredApiToken>, Instant)>;
+
+/// The token read under `token_id` less than `limit` before `now`.
+fn read_within(
+    tokens: &TokensRead,
+    token_id: &str,
+    now: Instant,
+    limit: Duration,
+) -> Option<Arc<StoredApiToken>> {
+    let (stored, read_at) = tokens.get(token_id)?;
+    (now.saturating_duration_since(*read_at) < limit).then(|| stored.clone())
+}
+
 /// Which removal counter `token_id` uses.
 fn removal_bucket(token_id: &str) -> usize {
     use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
@@ -73,7 +87,7 @@ pub(crate) struct TokenCache {
 struct Inner {
     /// Each with when it was read; shared, so that a request takes one
     /// without copying it.
-    tokens: Mutex<HashMap<String, (Arc<StoredApiToken>, Instant)>>,
+    tokens: Mutex<TokensRead>,
     /// Whether the listener hears changes now: kept tokens are trusted
     /// only then.
     listening: AtomicBool,
@@ -84,7 +98,7 @@ struct Inner {
     /// kept through a lost listener (unlike `tokens`), for `/metrics`
     /// during an outage; forgotten on a change heard, or a lookup that no
     /// longer finds it.
-    confirmed: Mutex<HashMap<String, (Arc<StoredApiToken>, Instant)>>,
+    confirmed: Mutex<TokensRead>,
     /// Raised whenever a lookup finds a token gone or a change to a token is
     /// heard, so that a lookup of that token that started before does not
     /// confirm what it read: with the listener down, nothing else orders a
@@ -207,9 +221,7 @@ impl TokenCache {
     /// The token the database confirmed under `token_id` less than
     /// [`OUTAGE_GRACE`] before `now`.
     fn confirmed_within_grace(&self, token_id: &str, now: Instant) -> Option<Arc<StoredApiToken>> {
-        let confirmed = self.confirmed();
-        let (stored, read_at) = confirmed.get(token_id)?;
-        (now.saturating_duration_since(*read_at) < OUTAGE_GRACE).then(|| stored.clone())
+        read_within(&self.confirmed(), token_id, now, OUTAGE_GRACE)
     }
 
     /// Remember that the database confirmed `stored` at `read_at`, unless a
@@ -249,9 +261,7 @@ impl TokenCache {
         if !self.inner.listening.load(Ordering::SeqCst) {
             return None;
         }
-        let tokens = self.lock();
-        let (stored, read_at) = tokens.get(token_id)?;
-        (now.saturating_duration_since(*read_at) < MAX_AGE).then(|| stored.clone())
+        read_within(&self.lock(), token_id, now, MAX_AGE)
     }
 
     /// Keep `stored`, read at `read_at` when the change count was
@@ -307,16 +317,14 @@ impl TokenCache {
         }
     }
 
-    fn confirmed(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<StoredApiToken>, Instant)>> {
+    fn confirmed(&self) -> std::sync::MutexGuard<'_, TokensRead> {
         self.inner
             .confirmed
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<StoredApiToken>, Instant)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, TokensRead> {
         // A panic while holding the lock leaves a map that is still valid.
         self.inner
             .tokens
