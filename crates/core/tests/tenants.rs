@@ -1512,6 +1512,58 @@ async fn a_capped_wake_up_claim_hands_out_a_slot_freed_before_it_commits(pool: P
     assert_eq!(wake_up_claim(&pool, &[next]).await.claimed.len(), 1);
 }
 
+/// A session of its own holding `job`'s row lock until it is dropped or
+/// rolled back: a claim or hand-out running meanwhile skips the job.
+async fn lock_job(pool: &PgPool, job: Uuid) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM jobs WHERE job_id = $1 FOR UPDATE")
+        .bind(job)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    holder
+}
+
+/// The broker path's safety net claims a tenant's overdue job that holds
+/// no slot while the tenant's slot is free: it locks the slot, then finds
+/// the job locked by someone else and claims nothing. A producer commits
+/// a job of that tenant meanwhile; its hand-out at commit skips the locked
+/// slot and leaves its job without one. The claim's commit hands the slot
+/// out. The job used to wait without a slot or a wake-up for the
+/// reconciler's hand-out.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_slot_a_capped_claim_locked_and_left_is_handed_out_at_its_commit(pool: PgPool) {
+    const BOUND: Duration = Duration::from_secs(180);
+    let first = acme_running_on_its_one_slot(&pool).await;
+    let overdue = enqueue_for(&pool, "b", "acme", 1).await[0];
+    backdate_every_job_ten_minutes(&pool).await;
+    // The overdue job locked while the running one finishes: the slot is
+    // freed with nobody to take it, and the overdue job holds none.
+    let holder = lock_job(&pool, overdue).await;
+    finish_all_in_one_call(&pool, "c", &[first]).await;
+    assert_eq!(held_slots(&pool, "b").await, 0);
+    assert_eq!(slot_of(&pool, overdue).await, None);
+
+    let mut net = pool.begin().await.unwrap();
+    let claimed = jobwire_core::claim_overdue(&mut *net, "b", BOUND, "net", 5, LEASE)
+        .await
+        .unwrap();
+    assert!(claimed.is_empty(), "{claimed:?}");
+    let next = enqueue_for(&pool, "b", "acme", 1).await[0];
+    assert_eq!(
+        slot_of(&pool, next).await,
+        None,
+        "the producer's hand-out skipped the slot the claim holds"
+    );
+    assert_eq!(wake_ups_for(&pool, next).await.unwrap(), 0);
+    net.commit().await.unwrap();
+
+    assert_eq!(slot_of(&pool, next).await, Some(1));
+    assert_eq!(wake_ups_for(&pool, next).await.unwrap(), 1);
+    assert_eq!(wake_up_claim(&pool, &[next]).await.claimed.len(), 1);
+    holder.rollback().await.unwrap();
+}
+
 /// Tenants coming and going on a broker queue (cap 2) while the sweep runs
 /// all the time: consumers take wake-ups from the outbox and claim by id,
 /// hold each job 20 ms and finish it (which hands the slot on with the next
