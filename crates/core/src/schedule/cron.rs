@@ -112,6 +112,13 @@ impl CronSchedule {
     /// once a wall time is past any instant that could still beat the best
     /// one found.
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        // Kept inside the years the search can reach, so that the hours
+        // added and taken around an instant stay within chrono's range
+        // (near its limits they panicked).
+        if after >= last_searched() {
+            return None;
+        }
+        let after = after.max(first_searched());
         let samples = (MAX_SHIFT.num_minutes() / SAMPLE.num_minutes()) as i32;
         let mut cursor = self.wall(after);
         for k in 1..=samples {
@@ -207,6 +214,18 @@ impl CronSchedule {
         }
         None
     }
+}
+
+/// No occurrence is looked for from this instant on (the year 9999 ends):
+/// croner stops well before, and chrono's range ends far after.
+fn last_searched() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(9999, 12, 31, 0, 0, 0).unwrap()
+}
+
+/// A search from before this instant starts here (the year 1 begins; the
+/// year 0 and before have no occurrences to offer).
+fn first_searched() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(1, 1, 2, 0, 0, 0).unwrap()
 }
 
 /// Which field of a refused expression is wrong, as "the minute field
@@ -360,5 +379,22 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("never fires"), "{err}");
+    }
+
+    /// From any instant chrono can hold, the search answers without
+    /// panicking: nothing near the end of its range, the first occurrence
+    /// from the year 1 near its start.
+    #[test]
+    fn a_search_from_the_edges_of_time_answers() {
+        for zone in ["UTC", "Pacific/Kiritimati", "Pacific/Pago_Pago"] {
+            let every_minute = CronSchedule::parse("* * * * *", zone).unwrap();
+            assert_eq!(every_minute.next_after(DateTime::<Utc>::MAX_UTC), None);
+            assert_eq!(every_minute.next_after(last_searched()), None);
+            let first = every_minute
+                .next_after(DateTime::<Utc>::MIN_UTC)
+                .expect("an occurrence early in the year 1");
+            assert!(first > first_searched(), "{first}");
+            assert!(first < first_searched() + TimeDelta::days(2), "{first}");
+        }
     }
 }

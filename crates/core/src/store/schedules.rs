@@ -260,6 +260,22 @@ pub async fn put_schedule(pool: &PgPool, spec: &ScheduleSpec) -> Result<bool> {
     if size > limit {
         return Err(Error::PayloadTooLarge { size, limit });
     }
+    // A cron that fired once may find nothing from now on: one whose next
+    // matches all fall in daylight-saving gaps that its elapsed-time rule
+    // skips (the search gives up after CronSchedule's limit). Stored, it
+    // would never fire, and say nothing.
+    let Some(next_run_at) = schedule.next_after(now) else {
+        return Err(Error::InvalidArgument {
+            argument: "cron",
+            reason: format!(
+                "{:?} has no occurrence after {} in {}: its next matches all fall in \
+                 daylight-saving gaps, which a cron whose hour field is `*` or a step skips",
+                schedule.expression(),
+                now.format("%Y-%m-%dT%H:%M:%SZ"),
+                schedule.zone().name()
+            ),
+        });
+    };
     let created: bool = sqlx::query_scalar(include_str!("../../sql/upsert_schedule.sql"))
         .bind(&spec.name)
         .bind(schedule.expression())
@@ -271,7 +287,7 @@ pub async fn put_schedule(pool: &PgPool, spec: &ScheduleSpec) -> Result<bool> {
         .bind(spec.job.max_attempts)
         .bind(spec.jitter_seconds as i32)
         .bind(spec.missed.as_str())
-        .bind(schedule.next_after(now))
+        .bind(next_run_at)
         .bind(spec.max_catch_up as i32)
         .bind(&spec.job.tenant)
         .fetch_one(&mut *tx)
