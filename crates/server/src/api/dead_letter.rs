@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 
 use super::ApiState;
 use super::auth::{Admin, Reader};
-use super::error::{ApiError, ErrorEnvelope};
+use super::error::{ApiError, ErrorEnvelope, Unavailable};
 use super::extract::{JsonBody, NoQuery, QueryParams};
 use super::jobs::parse_time;
 
@@ -59,7 +59,13 @@ pub(crate) struct DeadLetterGroups {
     get,
     path = "/dead-letter",
     tag = "dead letters",
-    responses((status = 200, description = "OK", body = DeadLetterGroups), (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "A token bound to a tenant (FORBIDDEN)", body = ErrorEnvelope)),
+    responses(
+        (status = 200, description = "OK", body = DeadLetterGroups),
+        (status = 400, description = "INVALID_QUERY: any query parameter", body = ErrorEnvelope),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope),
+        (status = 403, description = "A token bound to a tenant (FORBIDDEN)", body = ErrorEnvelope),
+        Unavailable,
+    ),
     security(("bearer" = ["read"]))
 )]
 pub(crate) async fn dead_letter_groups(
@@ -73,19 +79,22 @@ pub(crate) async fn dead_letter_groups(
     }))
 }
 
-/// Which dead letters to retry: a type, an error code, or both; optionally
-/// a window of failure times.
+/// Which dead letters to retry: a type, an error code, or both (neither:
+/// 400 FILTER_REQUIRED); optionally a window of failure times (`since`
+/// after `until`: 400 INVALID_FIELD).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct RetryRequest {
-    /// Only jobs of this type.
+    /// Only jobs of this type (not blank). This or `errorCode` is required.
     #[serde(rename = "type")]
     #[schema(example = "deliver_webhook")]
     job_type: Option<String>,
-    /// Only jobs whose last error has this code.
+    /// Only jobs whose last error has this code (not blank). This or `type`
+    /// is required.
     #[schema(example = "HTTP_503")]
     error_code: Option<String>,
-    /// Only jobs that failed at or after this time (RFC 3339 with an offset).
+    /// Only jobs that failed at or after this time (RFC 3339 with an
+    /// offset); not after `until`.
     #[schema(value_type = Option<String>, format = DateTime, example = "2026-10-18T06:00:00Z")]
     since: Option<String>,
     /// Only jobs that failed at or before this time. Default: the time of
@@ -115,9 +124,11 @@ pub(crate) struct RetryResponse {
     request_body = RetryRequest,
     responses(
         (status = 202, description = "Accepted", body = RetryResponse),
-        (status = 400, description = "No type or errorCode, or a bad time", body = ErrorEnvelope),
+        (status = 400, description = "FILTER_REQUIRED: neither type nor errorCode; INVALID_FIELD: a blank filter, a bad time, or since after until; MALFORMED_JSON; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
-        (status = 415, description = "Not JSON", body = ErrorEnvelope),
+        (status = 413, description = "PAYLOAD_TOO_LARGE: the body is over the server's limit (1 MiB + 64 KiB)", body = ErrorEnvelope),
+        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: the body is not sent as JSON (`Content-Type: application/json` or `application/...+json`)", body = ErrorEnvelope),
+        Unavailable,
     ),
     security(("bearer" = ["admin"]))
 )]

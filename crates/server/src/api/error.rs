@@ -1,11 +1,16 @@
 //! The one error shape of the API, `{"error":{"code","message","requestId"}}`,
 //! and how every failure maps onto a status and a stable code.
 
+use std::collections::BTreeMap;
+
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use utoipa::ToSchema;
+use utoipa::openapi::{
+    ContentBuilder, Ref, RefOr, Response as ResponseDoc, ResponseBuilder, ResponsesBuilder,
+};
+use utoipa::{IntoResponses, ToSchema};
 
 use super::request_id::current_request_id;
 
@@ -66,13 +71,47 @@ pub(crate) struct ErrorBody {
     message: String,
     /// The request's id (also in the `X-Request-Id` header and the server's logs).
     request_id: String,
-    /// The request field at fault, for `INVALID_FIELD`.
+    /// The request field (or query parameter, or header) at fault, for
+    /// `INVALID_FIELD`, `INVALID_QUERY` and a payload's `PAYLOAD_TOO_LARGE`.
     #[serde(skip_serializing_if = "Option::is_none")]
     field: Option<String>,
     /// For `QUEUE_FULL` and `RATE_LIMITED`: when to try again, in
     /// milliseconds (the `Retry-After` header rounds it up to seconds).
     #[serde(skip_serializing_if = "Option::is_none")]
     retry_after_ms: Option<u64>,
+}
+
+/// The 503 of every call that reads the database, as its token's check
+/// does (every route but the health checks, which say it their own way):
+/// `responses(..., Unavailable)` lists it in the OpenAPI document. Never
+/// built: it only describes.
+#[allow(dead_code, reason = "a description of responses, never a value")]
+pub(crate) struct Unavailable;
+
+impl IntoResponses for Unavailable {
+    fn responses() -> BTreeMap<String, RefOr<ResponseDoc>> {
+        ResponsesBuilder::new()
+            .response(
+                "503",
+                ResponseBuilder::new()
+                    .description(
+                        "The database cannot be used now (try again later): DATABASE_UNAVAILABLE \
+                         (unreachable, or refusing the server's connections), DATABASE_BUSY \
+                         (a serialization failure, a lock timeout) or SCHEMA_NOT_READY (no \
+                         jobwire schema, or an old one: run `jobwire migrate`)",
+                    )
+                    .content(
+                        "application/json",
+                        ContentBuilder::new()
+                            .schema(Some(Ref::from_schema_name(
+                                <ErrorEnvelope as ToSchema>::name(),
+                            )))
+                            .build(),
+                    ),
+            )
+            .build()
+            .into()
+    }
 }
 
 impl ApiError {

@@ -17,46 +17,57 @@ use uuid::Uuid;
 
 use super::ApiState;
 use super::auth::{Reader, TenantReader, TenantWriter, Writer, sees_tenant};
-use super::error::{ApiError, ErrorEnvelope};
+use super::error::{ApiError, ErrorEnvelope, Unavailable};
 use super::extract::{JobIdPath, JsonBody, NoQuery, QueryParams};
 
 /// A job to enqueue. Only `type` is required.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct EnqueueRequest {
-    /// The job type: which handler runs it.
+    /// The job type: which handler runs it. 1 to 255 bytes, not blank, no
+    /// control characters.
     #[serde(rename = "type")]
     #[schema(example = "generate_invoice_pdf")]
     job_type: String,
-    /// The handler's input: small, ids rather than objects. Default (absent
-    /// or `null`) `{}`.
+    /// The handler's input: any JSON value, usually an object; small, ids
+    /// rather than objects. Default (absent or `null`) `{}`. At most
+    /// `job_settings.max_payload_bytes` (413 over it); no string in it may
+    /// hold NUL (U+0000).
     #[serde(default = "empty_object", deserialize_with = "null_as_empty_object")]
-    #[schema(value_type = Object, example = json!({"invoiceId": "inv_7731"}))]
+    #[schema(example = json!({"invoiceId": "inv_7731"}))]
     payload: Value,
-    /// Earliest time to run, RFC 3339 with an offset (`Z` or `+05:30`).
-    /// Default: now.
+    /// Earliest time to run, RFC 3339 with an offset (`Z` or `+05:30`),
+    /// from the year 1 to before the year 10000. Default: now. Not with
+    /// `delayMs` (both: 400 INVALID_FIELD).
     #[schema(value_type = Option<String>, format = DateTime, example = "2026-11-01T00:05:00+05:30")]
     run_at: Option<String>,
     /// Run this many milliseconds after the database's clock at the
     /// enqueue, so that the client's clock does not matter. Not with
-    /// `runAt`; the job must be due before the year 10000.
+    /// `runAt` (both: 400 INVALID_FIELD); the job must be due before the
+    /// year 10000.
     #[schema(example = 60000)]
     delay_ms: Option<u64>,
     /// Lower runs first within its queue (-32768 to 32767). Default 0.
-    #[schema(example = 1)]
+    #[schema(example = 1, minimum = -32768, maximum = 32767)]
     priority: Option<i16>,
-    /// The queue. Default `default`.
+    /// The queue: 1 to 255 bytes, not blank, no control characters.
+    /// Default `default`.
     #[schema(example = "default")]
     queue: Option<String>,
     /// Attempts before the job is dead-lettered (at least 1). Default 25.
-    #[schema(example = 8)]
+    #[schema(example = 8, minimum = 1)]
     max_attempts: Option<i32>,
     /// Enqueueing the same type and key again returns the first job
-    /// (`duplicate: true`) while it is in the hot table.
+    /// (`duplicate: true`) while it is in the hot table. 1 to 1024 bytes
+    /// (less with a token bound to a tenant, which stores it with the
+    /// tenant's name); not beginning with `schedule:` (kept for schedules'
+    /// occurrences).
     #[schema(example = "invoice-pdf:inv_7731")]
     idempotency_key: Option<String>,
     /// The customer the job works for: a queue may cap how many of one
-    /// tenant's jobs run at once. Default: none (never capped).
+    /// tenant's jobs run at once. 1 to 255 bytes, not blank, no control
+    /// characters. Default: none (never capped); with a token bound to a
+    /// tenant, that tenant (naming another is 403).
     #[schema(example = "acme")]
     tenant: Option<String>,
 }
@@ -91,6 +102,8 @@ pub(crate) struct JobView {
     /// The tenant it works for, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     tenant: Option<String>,
+    /// Lower runs first within its queue (-32768 to 32767).
+    #[schema(minimum = -32768, maximum = 32767)]
     priority: i16,
     /// QUEUED, RUNNING, RETRY_WAIT, SUCCEEDED, FAILED, CANCEL_REQUESTED or CANCELLED.
     #[schema(value_type = String, example = "QUEUED")]
@@ -121,7 +134,10 @@ pub(crate) struct JobView {
     lease_expired_at: Option<DateTime<Utc>>,
     /// True once it has moved to history (finished and past retention).
     archived: bool,
-    #[schema(value_type = Object)]
+    /// The handler's input: any JSON value, usually an object. A stored
+    /// payload the server cannot read back (a number beyond a double's
+    /// range, nesting deeper than 128 levels) is shown as a string holding
+    /// the stored text.
     payload: Value,
 }
 
@@ -265,26 +281,30 @@ pub(crate) fn parse_time(field: &str, value: &str) -> Result<DateTime<Utc>, ApiE
 }
 
 /// Enqueue a job.
+///
+/// `runAt` and `delayMs` are exclusive (both: 400 INVALID_FIELD); a
+/// `tracestate` header needs a `traceparent`.
 #[utoipa::path(
     post,
     path = "/jobs",
     tag = "jobs",
     request_body = EnqueueRequest,
     params(
-        ("traceparent" = Option<String>, Header, description = "W3C trace context of the caller's span: each attempt's span links to it"),
-        ("tracestate" = Option<String>, Header, description = "W3C vendor trace state, with a traceparent (at most 512 bytes)"),
+        ("traceparent" = Option<String>, Header, description = "W3C trace context of the caller's span: each attempt's span links to it. Malformed: 400 INVALID_FIELD naming it"),
+        ("tracestate" = Option<String>, Header, description = "W3C vendor trace state: only with a traceparent, at most 512 bytes (else 400 INVALID_FIELD naming it)"),
     ),
     responses(
         (status = 201, description = "Enqueued", body = EnqueueResponse,
          headers(("Location" = String, description = "/jobs/{jobId}"))),
         (status = 200, description = "The idempotency key was already held: the existing job", body = EnqueueResponse),
-        (status = 400, description = "Malformed body or invalid field", body = ErrorEnvelope),
-        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
+        (status = 400, description = "MALFORMED_JSON, INVALID_FIELD (`field` names the field or header: runAt with delayMs, a bad traceparent or tracestate, ...), INVALID_INPUT, or INVALID_QUERY (any query parameter)", body = ErrorEnvelope),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this, or a token bound to a tenant named another tenant (FORBIDDEN)", body = ErrorEnvelope),
         (status = 409, description = "IDEMPOTENCY_KEY_TAKEN: a token bound to a tenant named a key held by a job it cannot see", body = ErrorEnvelope),
-        (status = 413, description = "Payload over the limit", body = ErrorEnvelope),
-        (status = 415, description = "Body is not JSON", body = ErrorEnvelope),
+        (status = 413, description = "PAYLOAD_TOO_LARGE: the payload is over `job_settings.max_payload_bytes` (`field`: payload), or the body over the server's limit (1 MiB + 64 KiB)", body = ErrorEnvelope),
+        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: the body is not sent as JSON (`Content-Type: application/json` or `application/...+json`)", body = ErrorEnvelope),
         (status = 429, description = "An enqueue limit refused it, nothing written (QUEUE_FULL, RATE_LIMITED); retry after `Retry-After` seconds",
          body = ErrorEnvelope, headers(("Retry-After" = u64, description = "Seconds to wait before trying again"))),
+        (status = 503, description = "Try again later: DATABASE_UNAVAILABLE, DATABASE_BUSY, SCHEMA_NOT_READY, or CONTENDED (concurrent enqueues kept taking this idempotency key)", body = ErrorEnvelope),
     ),
     security(("bearer" = ["write"]))
 )]
@@ -427,9 +447,10 @@ fn tenant_scoped_key(tenant: &str, key: &str) -> String {
     params(("jobId" = Uuid, Path, description = "The job's id")),
     responses(
         (status = 200, description = "OK", body = JobView),
-        (status = 400, description = "Not a UUID", body = ErrorEnvelope),
+        (status = 400, description = "INVALID_JOB_ID: not a UUID; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope),
         (status = 404, description = "JOB_NOT_FOUND", body = ErrorEnvelope),
+        Unavailable,
     ),
     security(("bearer" = ["read"]))
 )]
@@ -453,6 +474,7 @@ pub(crate) async fn get_job(
 #[into_params(parameter_in = Query)]
 pub(crate) struct ListJobsQuery {
     /// Only jobs in this state (QUEUED, RUNNING, ..., CANCELLED).
+    #[param(value_type = Option<JobStateName>, inline)]
     state: Option<String>,
     /// Only jobs of this queue.
     queue: Option<String>,
@@ -466,6 +488,7 @@ pub(crate) struct ListJobsQuery {
     #[param(rename = "errorCode")]
     error_code: Option<String>,
     /// Jobs per page, 1 to 500. Default 50.
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<i64>,
     /// The `nextAfter` of the previous page: continue after that job.
     after: Option<Uuid>,
@@ -475,6 +498,20 @@ pub(crate) struct ListJobsQuery {
     id_prefix: Option<String>,
     /// Only jobs of this tenant.
     tenant: Option<String>,
+}
+
+/// A job's state: the values `GET /jobs?state=` takes.
+#[derive(ToSchema)]
+#[schema(rename_all = "SCREAMING_SNAKE_CASE")]
+#[allow(dead_code, reason = "only describes `state` in the OpenAPI document")]
+enum JobStateName {
+    Queued,
+    Running,
+    RetryWait,
+    Succeeded,
+    Failed,
+    CancelRequested,
+    Cancelled,
 }
 
 /// One page of jobs, newest first.
@@ -503,8 +540,9 @@ const MAX_PAGE: i64 = 500;
     params(ListJobsQuery),
     responses(
         (status = 200, description = "OK", body = JobPage),
-        (status = 400, description = "A bad filter or limit", body = ErrorEnvelope),
+        (status = 400, description = "INVALID_QUERY: a bad filter or limit, or a parameter not listed here (`field` names it)", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "A token bound to a tenant (FORBIDDEN)", body = ErrorEnvelope),
+        Unavailable,
     ),
     security(("bearer" = ["read"]))
 )]
@@ -568,10 +606,11 @@ pub(crate) async fn list_jobs(
     params(("jobId" = Uuid, Path, description = "The job's id")),
     responses(
         (status = 200, description = "Replayed: the job, QUEUED", body = JobView),
-        (status = 400, description = "Not a UUID", body = ErrorEnvelope),
+        (status = 400, description = "INVALID_JOB_ID: not a UUID; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
         (status = 404, description = "JOB_NOT_FOUND", body = ErrorEnvelope),
         (status = 409, description = "WRONG_STATE: only FAILED jobs are replayed", body = ErrorEnvelope),
+        Unavailable,
     ),
     security(("bearer" = ["write"]))
 )]
@@ -613,10 +652,11 @@ pub(crate) struct CancelResponse {
     params(("jobId" = Uuid, Path, description = "The job's id")),
     responses(
         (status = 200, description = "Cancelled", body = CancelResponse),
-        (status = 400, description = "Not a UUID", body = ErrorEnvelope),
+        (status = 400, description = "INVALID_JOB_ID: not a UUID; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
         (status = 404, description = "JOB_NOT_FOUND", body = ErrorEnvelope),
         (status = 409, description = "JOB_RUNNING (cancel requested) or JOB_FINISHED", body = ErrorEnvelope),
+        Unavailable,
     ),
     security(("bearer" = ["write"]))
 )]

@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 
 use super::ApiState;
 use super::auth::{Admin, Reader};
-use super::error::{ApiError, ErrorEnvelope};
+use super::error::{ApiError, ErrorEnvelope, Unavailable};
 use super::extract::{JsonBody, NoQuery, QueryParams, QueuePath};
 use super::tenants::{TenantCapsView, caps_of};
 
@@ -20,8 +20,8 @@ use super::tenants::{TenantCapsView, caps_of};
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct RateBody {
-    /// Jobs allowed per window (at least 1).
-    #[schema(example = 100, minimum = 1)]
+    /// Jobs allowed per window, 1 to 1000000000.
+    #[schema(example = 100, minimum = 1, maximum = 1000000000)]
     jobs: u32,
     /// The window in seconds, 1 to 86400.
     #[schema(example = 60, minimum = 1, maximum = 86400)]
@@ -33,13 +33,14 @@ pub(crate) struct RateBody {
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct TenantLimitsBody {
-    /// Most of one tenant's jobs running at once.
+    /// Most of one tenant's jobs running at once, 1 to 1000000000.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(example = 3, minimum = 1)]
+    #[schema(example = 3, minimum = 1, maximum = 1000000000)]
     max_running: Option<u32>,
-    /// Most of one tenant's jobs waiting; an enqueue past it gets 429 QUEUE_FULL.
+    /// Most of one tenant's jobs waiting, 1 to 1000000000; an enqueue past
+    /// it gets 429 QUEUE_FULL.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(example = 10000, minimum = 1)]
+    #[schema(example = 10000, minimum = 1, maximum = 1000000000)]
     max_queued: Option<u32>,
     /// How fast one tenant may enqueue; past it, 429 RATE_LIMITED.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -78,9 +79,13 @@ impl From<TenantLimitsBody> for TenantLimits {
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct ShedBody {
-    #[schema(example = 50000, minimum = 1)]
+    /// Waiting jobs from which less urgent enqueues are refused, 1 to
+    /// 1000000000; below the queue's `maxQueued` when both are set (else
+    /// 400 INVALID_FIELD on `shed.depth`).
+    #[schema(example = 50000, minimum = 1, maximum = 1000000000)]
     depth: u32,
-    #[schema(example = 0)]
+    /// The least urgent priority still taken at that depth (-32768 to 32767).
+    #[schema(example = 0, minimum = -32768, maximum = 32767)]
     priority: i16,
 }
 
@@ -88,8 +93,9 @@ pub(crate) struct ShedBody {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct QueueLimitsRequest {
-    /// Most jobs waiting on the queue; an enqueue past it gets 429 QUEUE_FULL.
-    #[schema(example = 100000, minimum = 1)]
+    /// Most jobs waiting on the queue, 1 to 1000000000; an enqueue past it
+    /// gets 429 QUEUE_FULL.
+    #[schema(example = 100000, minimum = 1, maximum = 1000000000)]
     max_queued: Option<u32>,
     /// Refuse less urgent jobs from a depth on.
     shed: Option<ShedBody>,
@@ -126,11 +132,12 @@ async fn limits_of(state: &ApiState, queue: &str) -> Result<Json<QueueLimitsView
     get,
     path = "/queues/{name}/limits",
     tag = "tenants",
-    params(("name" = String, Path, description = "The queue")),
+    params(("name" = String, Path, description = "The queue: 1 to 255 bytes, not blank, no control characters")),
     responses(
         (status = 200, description = "OK", body = QueueLimitsView),
-        (status = 400, description = "Bad queue name", body = ErrorEnvelope),
+        (status = 400, description = "INVALID_QUEUE: a bad queue name; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "A token bound to a tenant (FORBIDDEN)", body = ErrorEnvelope),
+        Unavailable,
     ),
     security(("bearer" = ["read"]))
 )]
@@ -149,12 +156,15 @@ pub(crate) async fn get_queue_limits(
     put,
     path = "/queues/{name}/limits",
     tag = "tenants",
-    params(("name" = String, Path, description = "The queue")),
+    params(("name" = String, Path, description = "The queue: 1 to 255 bytes, not blank, no control characters")),
     request_body = QueueLimitsRequest,
     responses(
         (status = 200, description = "The limits now", body = QueueLimitsView),
-        (status = 400, description = "Bad queue name or body", body = ErrorEnvelope),
+        (status = 400, description = "INVALID_QUEUE: a bad queue name; INVALID_FIELD: a bad body (`field` names it; `shed.depth` not below `maxQueued`); MALFORMED_JSON; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
+        (status = 413, description = "PAYLOAD_TOO_LARGE: the body is over the server's limit (1 MiB + 64 KiB)", body = ErrorEnvelope),
+        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: the body is not sent as JSON (`Content-Type: application/json` or `application/...+json`)", body = ErrorEnvelope),
+        Unavailable,
     ),
     security(("bearer" = ["admin"]))
 )]
@@ -183,11 +193,12 @@ pub(crate) async fn put_queue_limits(
     delete,
     path = "/queues/{name}/limits",
     tag = "tenants",
-    params(("name" = String, Path, description = "The queue")),
+    params(("name" = String, Path, description = "The queue: 1 to 255 bytes, not blank, no control characters")),
     responses(
         (status = 200, description = "The limits now", body = QueueLimitsView),
-        (status = 400, description = "Bad queue name", body = ErrorEnvelope),
+        (status = 400, description = "INVALID_QUEUE: a bad queue name; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
+        Unavailable,
     ),
     security(("bearer" = ["admin"]))
 )]
@@ -209,12 +220,15 @@ pub(crate) async fn delete_queue_limits(
     put,
     path = "/queues/{name}/tenant-limits",
     tag = "tenants",
-    params(("name" = String, Path, description = "The queue")),
+    params(("name" = String, Path, description = "The queue: 1 to 255 bytes, not blank, no control characters")),
     request_body = TenantLimitsBody,
     responses(
         (status = 200, description = "The tenant limits now", body = TenantCapsView),
-        (status = 400, description = "Bad queue name or body", body = ErrorEnvelope),
+        (status = 400, description = "INVALID_QUEUE: a bad queue name; INVALID_FIELD: a bad body (`field` names it); MALFORMED_JSON; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
+        (status = 413, description = "PAYLOAD_TOO_LARGE: the body is over the server's limit (1 MiB + 64 KiB)", body = ErrorEnvelope),
+        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: the body is not sent as JSON (`Content-Type: application/json` or `application/...+json`)", body = ErrorEnvelope),
+        Unavailable,
     ),
     security(("bearer" = ["admin"]))
 )]
@@ -236,11 +250,12 @@ pub(crate) async fn put_tenant_defaults(
     delete,
     path = "/queues/{name}/tenant-limits",
     tag = "tenants",
-    params(("name" = String, Path, description = "The queue")),
+    params(("name" = String, Path, description = "The queue: 1 to 255 bytes, not blank, no control characters")),
     responses(
         (status = 200, description = "The tenant limits now", body = TenantCapsView),
-        (status = 400, description = "Bad queue name", body = ErrorEnvelope),
+        (status = 400, description = "INVALID_QUEUE: a bad queue name; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
+        Unavailable,
     ),
     security(("bearer" = ["admin"]))
 )]

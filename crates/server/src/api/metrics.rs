@@ -10,7 +10,7 @@ use axum::response::IntoResponse;
 
 use super::ApiState;
 use super::auth::MetricsReader;
-use super::error::{ApiError, ErrorEnvelope};
+use super::error::{ApiError, ErrorEnvelope, Unavailable};
 use super::extract::{NoQuery, QueryParams};
 
 /// The text exposition format's content type.
@@ -24,9 +24,11 @@ const EXPOSITION: &str = "text/plain; version=0.0.4; charset=utf-8";
     tag = "meta",
     responses(
         (status = 200, description = "Prometheus text exposition (docs/operations.md lists every metric)", content_type = "text/plain", body = String),
+        (status = 400, description = "INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "UNAUTHENTICATED", body = ErrorEnvelope),
         (status = 403, description = "A token bound to a tenant (FORBIDDEN)", body = ErrorEnvelope),
         (status = 404, description = "METRICS_DISABLED: the application installed a metrics recorder of its own", body = ErrorEnvelope),
+        Unavailable,
     ),
     security(("bearer" = ["read"]))
 )]

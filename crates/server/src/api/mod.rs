@@ -56,7 +56,13 @@ pub(crate) const BODY_LIMIT_BYTES: usize = jobwire_core::PAYLOAD_CEILING_BYTES +
         description = "Background jobs with PostgreSQL as the source of truth. \
                        Every call but /healthz and /readyz needs a bearer token \
                        (`jobwire token create NAME --scope read|write|admin`). \
-                       Errors share one envelope: {\"error\":{\"code\",\"message\",\"requestId\"}}.",
+                       Errors share one envelope: {\"error\":{\"code\",\"message\",\"requestId\"}}. \
+                       Every route but /healthz and /readyz refuses a query parameter it does not \
+                       take (400 INVALID_QUERY), and may answer 503 (DATABASE_UNAVAILABLE, \
+                       DATABASE_BUSY, SCHEMA_NOT_READY: try again) since it reads the database, \
+                       its token's check included; 500 INTERNAL is a bug. Rules across fields \
+                       (runAt with delayMs, since after until, shed.depth below maxQueued, ...) \
+                       are in the descriptions of the fields and operations.",
         license(name = "MIT OR Apache-2.0")
     ),
     servers((url = "http://127.0.0.1:8080", description = "jobwire serve's default address")),
@@ -145,8 +151,10 @@ pub fn openapi() -> OpenApiDocument {
     tag = "meta",
     responses(
         (status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json"),
+        (status = 400, description = "INVALID_QUERY: any query parameter", body = error::ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = error::ErrorEnvelope),
         (status = 403, description = "A token bound to a tenant (FORBIDDEN)", body = error::ErrorEnvelope),
+        error::Unavailable,
     ),
     security(("bearer" = ["read"]))
 )]

@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 
 use super::ApiState;
 use super::auth::{Admin, Reader};
-use super::error::{ApiError, ErrorEnvelope};
+use super::error::{ApiError, ErrorEnvelope, Unavailable};
 use super::extract::{NoQuery, QueryParams, QueuePath};
 
 /// Jobs of a queue by state (hot table: finished jobs leave it with retention).
@@ -75,7 +75,13 @@ pub(crate) struct Queues {
     get,
     path = "/queues",
     tag = "queues",
-    responses((status = 200, description = "OK", body = Queues), (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "A token bound to a tenant (FORBIDDEN)", body = ErrorEnvelope)),
+    responses(
+        (status = 200, description = "OK", body = Queues),
+        (status = 400, description = "INVALID_QUERY: any query parameter", body = ErrorEnvelope),
+        (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope),
+        (status = 403, description = "A token bound to a tenant (FORBIDDEN)", body = ErrorEnvelope),
+        Unavailable,
+    ),
     security(("bearer" = ["read"]))
 )]
 pub(crate) async fn list_queues(
@@ -124,11 +130,12 @@ async fn set_paused(
     post,
     path = "/queues/{name}/pause",
     tag = "queues",
-    params(("name" = String, Path, description = "The queue")),
+    params(("name" = String, Path, description = "The queue: 1 to 255 bytes, not blank, no control characters")),
     responses(
         (status = 200, description = "OK", body = QueuePaused),
-        (status = 400, description = "INVALID_QUEUE: the name is blank, over 255 bytes or holds a control character", body = ErrorEnvelope),
+        (status = 400, description = "INVALID_QUEUE: the name is blank, over 255 bytes or holds a control character; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
+        Unavailable,
     ),
     security(("bearer" = ["admin"]))
 )]
@@ -148,11 +155,12 @@ pub(crate) async fn pause_queue(
     post,
     path = "/queues/{name}/resume",
     tag = "queues",
-    params(("name" = String, Path, description = "The queue")),
+    params(("name" = String, Path, description = "The queue: 1 to 255 bytes, not blank, no control characters")),
     responses(
         (status = 200, description = "OK", body = QueuePaused),
-        (status = 400, description = "INVALID_QUEUE: the name is blank, over 255 bytes or holds a control character", body = ErrorEnvelope),
+        (status = 400, description = "INVALID_QUEUE: the name is blank, over 255 bytes or holds a control character; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
+        Unavailable,
     ),
     security(("bearer" = ["admin"]))
 )]

@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 
 use super::ApiState;
 use super::auth::{Admin, Reader};
-use super::error::{ApiError, ErrorEnvelope};
+use super::error::{ApiError, ErrorEnvelope, Unavailable};
 use super::extract::{JsonBody, NoQuery, QueryParams, SchedulePath};
 use super::jobs::new_job;
 
@@ -26,29 +26,53 @@ pub(crate) struct PutScheduleRequest {
     /// IANA time zone name, or `UTC`.
     #[schema(example = "Asia/Kolkata")]
     timezone: String,
-    /// The job type each occurrence enqueues.
+    /// The job type each occurrence enqueues: 1 to 255 bytes, not blank,
+    /// no control characters.
     #[serde(rename = "type")]
     #[schema(example = "send_daily_digest")]
     job_type: String,
-    /// The job's payload. Default `{}`.
-    #[schema(value_type = Option<Object>)]
+    /// The job's payload: any JSON value, usually an object. Default (absent
+    /// or `null`) `{}`.
     payload: Option<Value>,
+    /// The job's queue: 1 to 255 bytes, not blank, no control characters.
+    /// Default `default`.
     queue: Option<String>,
+    /// The job's priority, lower first (-32768 to 32767). Default 0.
+    #[schema(minimum = -32768, maximum = 32767)]
     priority: Option<i16>,
+    /// The job's attempts before it is dead-lettered (at least 1). Default 25.
+    #[schema(minimum = 1)]
     max_attempts: Option<i32>,
     /// Spread each occurrence's start over this many seconds (0 to 86400).
-    #[schema(example = 600)]
+    /// Default 0.
+    #[schema(example = 600, maximum = 86400)]
     jitter_seconds: Option<u32>,
-    /// `skip`, `latest` (default) or `all`.
-    #[schema(value_type = Option<String>, example = "latest")]
+    /// What happens to occurrences missed while no scheduler ran. Default
+    /// `latest`.
+    #[schema(value_type = Option<MissedPolicy>)]
     missed: Option<MissedRuns>,
-    /// Most missed occurrences `all` enqueues at once (default 100).
+    /// Most missed occurrences `all` enqueues at once, 1 to 10000 (default
+    /// 100).
+    #[schema(minimum = 1, maximum = 10000)]
     max_catch_up: Option<u32>,
     /// The tenant every occurrence's job works for: the queue's running cap
     /// for that tenant applies (enqueue limits do not refuse an
-    /// occurrence). Default: none.
+    /// occurrence). 1 to 255 bytes, not blank, no control characters.
+    /// Default: none.
     #[schema(example = "acme")]
     tenant: Option<String>,
+}
+
+/// What a schedule does with occurrences missed while no scheduler ran:
+/// `skip` (no job), `latest` (one job, for the most recent) or `all` (one
+/// job each, the most recent `maxCatchUp`, oldest first).
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code, reason = "only describes `missed` in the OpenAPI document")]
+enum MissedPolicy {
+    Skip,
+    Latest,
+    All,
 }
 
 /// A schedule.
@@ -61,14 +85,16 @@ pub(crate) struct ScheduleView {
     #[serde(rename = "type")]
     job_type: String,
     queue: String,
-    #[schema(value_type = Object)]
+    /// The job's payload: any JSON value, usually an object.
     payload: Value,
+    #[schema(minimum = -32768, maximum = 32767)]
     priority: i16,
     max_attempts: i32,
     /// The tenant its jobs work for; absent when none.
     #[serde(skip_serializing_if = "Option::is_none")]
     tenant: Option<String>,
     jitter_seconds: i32,
+    #[schema(value_type = MissedPolicy)]
     missed: String,
     max_catch_up: i32,
     paused: bool,
@@ -150,16 +176,17 @@ async fn read_schedule(state: &ApiState, name: &str) -> Result<ScheduleView, Api
     put,
     path = "/schedules/{name}",
     tag = "schedules",
-    params(("name" = String, Path, description = "The schedule's name")),
+    params(("name" = String, Path, description = "The schedule's name: 1 to 128 letters, digits and `. _ : -`, starting with a letter or digit")),
     request_body = PutScheduleRequest,
     responses(
         (status = 201, description = "Created", body = ScheduleView),
         (status = 200, description = "Replaced", body = ScheduleView),
-        (status = 400, description = "Invalid cron, time zone, jitter, ... (`field` names it)", body = ErrorEnvelope),
+        (status = 400, description = "INVALID_FIELD: invalid cron, time zone, jitter, ... (`field` names it); MALFORMED_JSON; INVALID_INPUT; INVALID_SCHEDULE_NAME: a bad `{name}`; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope),
         (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
-        (status = 413, description = "Payload over the limit", body = ErrorEnvelope),
-        (status = 415, description = "Not JSON", body = ErrorEnvelope),
+        (status = 413, description = "PAYLOAD_TOO_LARGE: the payload is over `job_settings.max_payload_bytes`, or the body over the server's limit (1 MiB + 64 KiB)", body = ErrorEnvelope),
+        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: the body is not sent as JSON (`Content-Type: application/json` or `application/...+json`)", body = ErrorEnvelope),
+        Unavailable,
     ),
     security(("bearer" = ["admin"]))
 )]
@@ -205,7 +232,9 @@ pub(crate) async fn put_schedule(
     tag = "schedules",
     responses(
         (status = 200, description = "OK", body = Schedules),
+        (status = 400, description = "INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "A token bound to a tenant (FORBIDDEN)", body = ErrorEnvelope),
+        Unavailable,
     ),
     security(("bearer" = ["read"]))
 )]
@@ -227,11 +256,13 @@ pub(crate) async fn list_schedules(
     get,
     path = "/schedules/{name}",
     tag = "schedules",
-    params(("name" = String, Path, description = "The schedule's name")),
+    params(("name" = String, Path, description = "The schedule's name: 1 to 128 letters, digits and `. _ : -`, starting with a letter or digit")),
     responses(
         (status = 200, description = "OK", body = ScheduleView),
+        (status = 400, description = "INVALID_SCHEDULE_NAME: a bad `{name}`; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "A token bound to a tenant (FORBIDDEN)", body = ErrorEnvelope),
         (status = 404, description = "SCHEDULE_NOT_FOUND", body = ErrorEnvelope),
+        Unavailable,
     ),
     security(("bearer" = ["read"]))
 )]
@@ -249,12 +280,14 @@ pub(crate) async fn get_schedule(
     delete,
     path = "/schedules/{name}",
     tag = "schedules",
-    params(("name" = String, Path, description = "The schedule's name")),
+    params(("name" = String, Path, description = "The schedule's name: 1 to 128 letters, digits and `. _ : -`, starting with a letter or digit")),
     responses(
         (status = 204, description = "Removed"),
+        (status = 400, description = "INVALID_SCHEDULE_NAME: a bad `{name}`; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope),
         (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
         (status = 404, description = "SCHEDULE_NOT_FOUND", body = ErrorEnvelope),
+        Unavailable,
     ),
     security(("bearer" = ["admin"]))
 )]
@@ -289,12 +322,14 @@ async fn set_paused(
     post,
     path = "/schedules/{name}/pause",
     tag = "schedules",
-    params(("name" = String, Path, description = "The schedule's name")),
+    params(("name" = String, Path, description = "The schedule's name: 1 to 128 letters, digits and `. _ : -`, starting with a letter or digit")),
     responses(
         (status = 200, description = "OK", body = ScheduleView),
+        (status = 400, description = "INVALID_SCHEDULE_NAME: a bad `{name}`; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope),
         (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
         (status = 404, description = "SCHEDULE_NOT_FOUND", body = ErrorEnvelope),
+        Unavailable,
     ),
     security(("bearer" = ["admin"]))
 )]
@@ -313,12 +348,14 @@ pub(crate) async fn pause_schedule(
     post,
     path = "/schedules/{name}/resume",
     tag = "schedules",
-    params(("name" = String, Path, description = "The schedule's name")),
+    params(("name" = String, Path, description = "The schedule's name: 1 to 128 letters, digits and `. _ : -`, starting with a letter or digit")),
     responses(
         (status = 200, description = "OK", body = ScheduleView),
+        (status = 400, description = "INVALID_SCHEDULE_NAME: a bad `{name}`; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope),
         (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
         (status = 404, description = "SCHEDULE_NOT_FOUND", body = ErrorEnvelope),
+        Unavailable,
     ),
     security(("bearer" = ["admin"]))
 )]

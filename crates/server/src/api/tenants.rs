@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 use super::ApiState;
 use super::auth::{Admin, Reader};
-use super::error::{ApiError, ErrorEnvelope};
+use super::error::{ApiError, ErrorEnvelope, Unavailable};
 use super::extract::{JsonBody, NoQuery, QueryParams, QueuePath, TenantPath};
 use super::limits::TenantLimitsBody;
 
@@ -17,8 +17,8 @@ use super::limits::TenantLimitsBody;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct CapRequest {
-    /// Most jobs of one tenant running at once (at least 1).
-    #[schema(example = 3, minimum = 1)]
+    /// Most jobs of one tenant running at once, 1 to 1000000000.
+    #[schema(example = 3, minimum = 1, maximum = 1000000000)]
     max_running: u32,
 }
 
@@ -93,11 +93,12 @@ pub(crate) async fn caps_of(
     get,
     path = "/queues/{name}/tenants",
     tag = "tenants",
-    params(("name" = String, Path, description = "The queue")),
+    params(("name" = String, Path, description = "The queue: 1 to 255 bytes, not blank, no control characters")),
     responses(
         (status = 200, description = "OK", body = TenantCapsView),
-        (status = 400, description = "Bad queue name", body = ErrorEnvelope),
+        (status = 400, description = "INVALID_QUEUE: a bad queue name; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "A token bound to a tenant (FORBIDDEN)", body = ErrorEnvelope),
+        Unavailable,
     ),
     security(("bearer" = ["read"]))
 )]
@@ -116,12 +117,15 @@ pub(crate) async fn list_tenants(
     put,
     path = "/queues/{name}/tenant-cap",
     tag = "tenants",
-    params(("name" = String, Path, description = "The queue")),
+    params(("name" = String, Path, description = "The queue: 1 to 255 bytes, not blank, no control characters")),
     request_body = CapRequest,
     responses(
         (status = 200, description = "The caps now", body = TenantCapsView),
-        (status = 400, description = "Bad queue name or body", body = ErrorEnvelope),
+        (status = 400, description = "INVALID_QUEUE: a bad queue name; INVALID_FIELD: a bad body (`field` names it); MALFORMED_JSON; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
+        (status = 413, description = "PAYLOAD_TOO_LARGE: the body is over the server's limit (1 MiB + 64 KiB)", body = ErrorEnvelope),
+        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: the body is not sent as JSON (`Content-Type: application/json` or `application/...+json`)", body = ErrorEnvelope),
+        Unavailable,
     ),
     security(("bearer" = ["admin"]))
 )]
@@ -140,11 +144,12 @@ pub(crate) async fn put_default_cap(
     delete,
     path = "/queues/{name}/tenant-cap",
     tag = "tenants",
-    params(("name" = String, Path, description = "The queue")),
+    params(("name" = String, Path, description = "The queue: 1 to 255 bytes, not blank, no control characters")),
     responses(
         (status = 200, description = "The caps now", body = TenantCapsView),
-        (status = 400, description = "Bad queue name", body = ErrorEnvelope),
+        (status = 400, description = "INVALID_QUEUE: a bad queue name; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
+        Unavailable,
     ),
     security(("bearer" = ["admin"]))
 )]
@@ -165,12 +170,15 @@ pub(crate) async fn delete_default_cap(
     put,
     path = "/queues/{name}/tenants/{tenant}",
     tag = "tenants",
-    params(("name" = String, Path, description = "The queue"), ("tenant" = String, Path, description = "The tenant")),
+    params(("name" = String, Path, description = "The queue: 1 to 255 bytes, not blank, no control characters"), ("tenant" = String, Path, description = "The tenant: 1 to 255 bytes, not blank, no control characters")),
     request_body = TenantLimitsBody,
     responses(
         (status = 200, description = "The caps now", body = TenantCapsView),
-        (status = 400, description = "Bad queue name, tenant or body", body = ErrorEnvelope),
+        (status = 400, description = "INVALID_QUEUE: a bad queue name; INVALID_FIELD: a bad tenant or body (`field` names it), or no limit at all (`maxRunning`); MALFORMED_JSON; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
+        (status = 413, description = "PAYLOAD_TOO_LARGE: the body is over the server's limit (1 MiB + 64 KiB)", body = ErrorEnvelope),
+        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: the body is not sent as JSON (`Content-Type: application/json` or `application/...+json`)", body = ErrorEnvelope),
+        Unavailable,
     ),
     security(("bearer" = ["admin"]))
 )]
@@ -198,11 +206,12 @@ pub(crate) async fn put_tenant_cap(
     delete,
     path = "/queues/{name}/tenants/{tenant}",
     tag = "tenants",
-    params(("name" = String, Path, description = "The queue"), ("tenant" = String, Path, description = "The tenant")),
+    params(("name" = String, Path, description = "The queue: 1 to 255 bytes, not blank, no control characters"), ("tenant" = String, Path, description = "The tenant: 1 to 255 bytes, not blank, no control characters")),
     responses(
         (status = 200, description = "The caps now", body = TenantCapsView),
-        (status = 400, description = "Bad queue name or tenant", body = ErrorEnvelope),
+        (status = 400, description = "INVALID_QUEUE: a bad queue name; INVALID_FIELD: a bad tenant; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
+        Unavailable,
     ),
     security(("bearer" = ["admin"]))
 )]
