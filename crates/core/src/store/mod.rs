@@ -18,11 +18,12 @@
 //! heartbeats, the sweep, the reconciler, the relay's passes) are sent
 //! unprepared (`.persistent(false)`) and planned at each call, for a round
 //! trip more each; the functions behind them are `force_custom_plan`
-//! (migrations 20261207000002 and 3). The completion (`finish_many`) stays
-//! prepared: planned at each call it cost a sixth of a drain's speed, and
-//! it runs only as jobs finish, so it is planned on an empty table only
-//! where finished jobs leave at once. The enqueue only inserts, and keeps
-//! its plans.
+//! (migrations 20261207000002 and 3). The completion (`finish_many`), a
+//! large statement whose parse cost a sixth of a drain when sent
+//! unprepared, runs in a function instead (migration 20261207000005):
+//! parsed once per session, planned at each call. Kept prepared, its first
+//! runs on an empty table made a plan that read the whole table twice per
+//! completion. The enqueue only inserts, and keeps its plans.
 
 use std::time::Duration;
 
