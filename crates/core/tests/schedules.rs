@@ -34,7 +34,7 @@ async fn bad_schedules_are_refused_and_nothing_is_stored(pool: PgPool) {
         (spec("feb-30", "0 0 30 2 *"), "cron"),
         // Every second from 00:00 to 00:59 on March's second Sunday, by
         // elapsed time (the hour is a step): it fired in 2000, but since
-        // 2012 Havana's clocks jump from 00:00 to 01:00 that night, so
+        // 2013 Havana's clocks jump from 00:00 to 01:00 that night, so
         // its next 100,000 matches all fall in the gap.
         (
             ScheduleSpec {

@@ -93,6 +93,18 @@ async fn finish_all_in_one_call(pool: &PgPool, owner: &str, leases: &[Lease]) {
     );
 }
 
+/// A session of its own holding `job`'s row lock until it is dropped or
+/// rolled back: a claim or hand-out running meanwhile skips the job.
+async fn lock_job(pool: &PgPool, job: Uuid) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM jobs WHERE job_id = $1 FOR UPDATE")
+        .bind(job)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    holder
+}
+
 /// Jobs whose row still names a tenant slot.
 async fn jobs_naming_a_slot(pool: &PgPool) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM jobs WHERE tenant_slot IS NOT NULL")
@@ -710,13 +722,7 @@ async fn a_wake_up_claim_waits_out_a_passing_lock_on_a_job_handed_a_slot(pool: P
         .unwrap();
     assert_eq!(handed, Some(1));
 
-    let lock_the_job = "SELECT 1 FROM jobs WHERE job_id = $1 FOR UPDATE";
-    let mut passer = pool.begin().await.unwrap();
-    sqlx::query(lock_the_job)
-        .bind(ids[1])
-        .execute(&mut *passer)
-        .await
-        .unwrap();
+    let passer = lock_job(&pool, ids[1]).await;
     let claim = tokio::spawn({
         let (pool, id) = (pool.clone(), ids[1]);
         async move { wake_up_claim(&pool, &[id]).await }
@@ -731,12 +737,7 @@ async fn a_wake_up_claim_waits_out_a_passing_lock_on_a_job_handed_a_slot(pool: P
     // A lock that outlasts the bound: the claim gives up, reports the job
     // as waiting and writes it a fresh wake-up; the job keeps its slot.
     finish_all_in_one_call(&pool, "c", &[woken.claimed[0].lease]).await;
-    let mut holder = pool.begin().await.unwrap();
-    sqlx::query(lock_the_job)
-        .bind(ids[2])
-        .execute(&mut *holder)
-        .await
-        .unwrap();
+    let holder = lock_job(&pool, ids[2]).await;
     let given_up = wake_up_claim(&pool, &ids[2..]).await;
     assert_eq!(
         given_up.missed,
@@ -1510,18 +1511,6 @@ async fn a_capped_wake_up_claim_hands_out_a_slot_freed_before_it_commits(pool: P
     assert_eq!(slot_of(&pool, next).await, Some(1));
     assert_eq!(wake_ups_for(&pool, next).await.unwrap(), 1);
     assert_eq!(wake_up_claim(&pool, &[next]).await.claimed.len(), 1);
-}
-
-/// A session of its own holding `job`'s row lock until it is dropped or
-/// rolled back: a claim or hand-out running meanwhile skips the job.
-async fn lock_job(pool: &PgPool, job: Uuid) -> sqlx::Transaction<'static, sqlx::Postgres> {
-    let mut holder = pool.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM jobs WHERE job_id = $1 FOR UPDATE")
-        .bind(job)
-        .execute(&mut *holder)
-        .await
-        .unwrap();
-    holder
 }
 
 /// The broker path's safety net claims a tenant's overdue job that holds

@@ -239,3 +239,62 @@ async fn a_payload_of_any_json_value_is_taken_shown_and_documented(pool: PgPool)
         );
     }
 }
+
+/// What the document promises beyond the routes: every route but the
+/// health checks may answer 503 (its token's check reads the database),
+/// every route with a JSON body 413 and 415, and the values it lists for a
+/// job's state and a schedule's missed runs are the ones the server takes.
+#[test]
+fn the_document_lists_each_routes_refusals_and_the_servers_own_values() {
+    let document = serde_json::to_value(jobwire_server::openapi()).unwrap();
+    const WITH_A_BODY: &[(&str, &str)] = &[
+        ("post", "/jobs"),
+        ("post", "/dead-letter/retry"),
+        ("put", "/queues/{name}/tenant-cap"),
+        ("put", "/queues/{name}/tenants/{tenant}"),
+        ("put", "/queues/{name}/limits"),
+        ("put", "/queues/{name}/tenant-limits"),
+        ("put", "/schedules/{name}"),
+    ];
+    for (method, template, _) in ROUTES {
+        let responses = &document["paths"][template][method]["responses"];
+        if template.ends_with('z') {
+            continue;
+        }
+        assert!(
+            responses.get("503").is_some(),
+            "{method} {template}: no 503"
+        );
+        let takes_a_body = WITH_A_BODY.contains(&(*method, *template));
+        for status in ["413", "415"] {
+            assert_eq!(
+                responses.get(status).is_some(),
+                takes_a_body,
+                "{method} {template}: {status}"
+            );
+        }
+    }
+
+    let state = document["paths"]["/jobs"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|parameter| parameter["name"] == "state")
+        .unwrap()["schema"]["enum"]
+        .clone();
+    let states: Vec<&str> = jobwire_core::JobState::ALL
+        .iter()
+        .map(|state| state.as_str())
+        .collect();
+    assert_eq!(state, serde_json::json!(states));
+    let missed = &document["components"]["schemas"]["MissedPolicy"]["enum"];
+    let policies: Vec<&str> = [
+        jobwire_core::MissedRuns::Skip,
+        jobwire_core::MissedRuns::Latest,
+        jobwire_core::MissedRuns::All,
+    ]
+    .iter()
+    .map(|policy| policy.as_str())
+    .collect();
+    assert_eq!(*missed, serde_json::json!(policies));
+}

@@ -216,14 +216,18 @@ impl CronSchedule {
     }
 }
 
-/// No occurrence is looked for from this instant on (the year 9999 ends):
-/// croner stops well before, and chrono's range ends far after.
+/// No occurrence is looked for from this instant on, the last day of the
+/// year 9999: croner finds none past the year 5000 anyway, and a day short
+/// of a year chrono holds with room to spare keeps the hours a search adds
+/// around an instant inside chrono's range.
 fn last_searched() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(9999, 12, 31, 0, 0, 0).unwrap()
 }
 
-/// A search from before this instant starts here (the year 1 begins; the
-/// year 0 and before have no occurrences to offer).
+/// A search from before this instant, the second day of the year 1,
+/// starts here: croner finds nothing before the year 1, and the day's
+/// margin keeps the hours a search takes around an instant inside
+/// chrono's range.
 fn first_searched() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(1, 1, 2, 0, 0, 0).unwrap()
 }

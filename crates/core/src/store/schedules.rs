@@ -260,21 +260,9 @@ pub async fn put_schedule(pool: &PgPool, spec: &ScheduleSpec) -> Result<bool> {
     if size > limit {
         return Err(Error::PayloadTooLarge { size, limit });
     }
-    // A cron that fired once may find nothing from now on: one whose next
-    // matches all fall in daylight-saving gaps that its elapsed-time rule
-    // skips (the search gives up after CronSchedule's limit). Stored, it
-    // would never fire, and say nothing.
+    // Stored without a next run, it would never fire, and say nothing.
     let Some(next_run_at) = schedule.next_after(now) else {
-        return Err(Error::InvalidArgument {
-            argument: "cron",
-            reason: format!(
-                "{:?} has no occurrence after {} in {}: its next matches all fall in \
-                 daylight-saving gaps, which a cron whose hour field is `*` or a step skips",
-                schedule.expression(),
-                now.format("%Y-%m-%dT%H:%M:%SZ"),
-                schedule.zone().name()
-            ),
-        });
+        return Err(no_occurrence_after(&schedule, now));
     };
     let created: bool = sqlx::query_scalar(include_str!("../../sql/upsert_schedule.sql"))
         .bind(&spec.name)
@@ -294,6 +282,23 @@ pub async fn put_schedule(pool: &PgPool, spec: &ScheduleSpec) -> Result<bool> {
         .await?;
     tx.commit().await?;
     Ok(created)
+}
+
+/// Why a schedule cannot be stored or resumed: a cron that fired once may
+/// find nothing from `now` on, one whose next matches all fall in
+/// daylight-saving gaps that its elapsed-time rule skips (the search gives
+/// up after CronSchedule's limit).
+fn no_occurrence_after(schedule: &CronSchedule, now: DateTime<Utc>) -> Error {
+    Error::InvalidArgument {
+        argument: "cron",
+        reason: format!(
+            "{:?} has no occurrence after {} in {}: its next matches all fall in \
+             daylight-saving gaps, which a cron whose hour field is `*` or a step skips",
+            schedule.expression(),
+            now.format("%Y-%m-%dT%H:%M:%SZ"),
+            schedule.zone().name()
+        ),
+    }
 }
 
 /// Every schedule, by name.
@@ -325,8 +330,9 @@ pub async fn delete_schedule<'c, E: PgExecutor<'c>>(executor: E, name: &str) -> 
 }
 
 /// Pause or resume a schedule. Resuming restarts it at its next occurrence
-/// after now (what fell in the pause does not count as missed). Returns
-/// false when there is no such schedule.
+/// after now (what fell in the pause does not count as missed), and is
+/// refused ([`Error::InvalidArgument`] on `cron`) when there is none.
+/// Returns false when there is no such schedule.
 pub async fn set_schedule_paused(pool: &PgPool, name: &str, paused: bool) -> Result<bool> {
     // The next occurrence is computed from the cron the row holds under
     // this transaction's lock: read before it, a put committing meanwhile
@@ -344,7 +350,11 @@ pub async fn set_schedule_paused(pool: &PgPool, name: &str, paused: bool) -> Res
             let now: DateTime<Utc> = sqlx::query_scalar(include_str!("../../sql/db_clock_now.sql"))
                 .fetch_one(&mut *tx)
                 .await?;
-            CronSchedule::parse(&cron, &timezone)?.next_after(now)
+            let schedule = CronSchedule::parse(&cron, &timezone)?;
+            match schedule.next_after(now) {
+                Some(next) => Some(next),
+                None => return Err(no_occurrence_after(&schedule, now)),
+            }
         }
         Some(_) => None,
     };
@@ -503,7 +513,14 @@ pub async fn fire_due_schedules(pool: &PgPool, batch: i64) -> Result<FireReport>
             jobs.notes.push(note.clone());
             jobs.tenants.push(row.tenant.clone());
         }
-        next_runs.push(cron.next_after(row.db_now));
+        let next = cron.next_after(row.db_now);
+        if next.is_none() {
+            // Stored as it is (no next run): nothing more to fire. Said,
+            // because nothing else would say it.
+            tracing::error!(schedule = %row.name, error = %no_occurrence_after(&cron, row.db_now),
+                "schedule fires no more until it is replaced");
+        }
+        next_runs.push(next);
         fired_for.push(fire.last().copied());
         names.push(row.name);
     }

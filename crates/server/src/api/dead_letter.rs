@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 
 use super::ApiState;
 use super::auth::{Admin, Reader};
-use super::error::{ApiError, ErrorEnvelope, Unavailable};
+use super::error::{ApiError, BodyRefused, ErrorEnvelope, Unavailable};
 use super::extract::{JsonBody, NoQuery, QueryParams};
 use super::jobs::parse_time;
 
@@ -126,8 +126,7 @@ pub(crate) struct RetryResponse {
         (status = 202, description = "Accepted", body = RetryResponse),
         (status = 400, description = "FILTER_REQUIRED: neither type nor errorCode; INVALID_FIELD: a blank filter, a bad time, or since after until; MALFORMED_JSON; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
-        (status = 413, description = "PAYLOAD_TOO_LARGE: the body is over the server's limit (1 MiB + 64 KiB)", body = ErrorEnvelope),
-        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: the body is not sent as JSON (`Content-Type: application/json` or `application/...+json`)", body = ErrorEnvelope),
+        BodyRefused,
         Unavailable,
     ),
     security(("bearer" = ["admin"]))

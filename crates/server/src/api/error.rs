@@ -81,6 +81,26 @@ pub(crate) struct ErrorBody {
     retry_after_ms: Option<u64>,
 }
 
+/// An error answer in the OpenAPI document: `status`, described, with the
+/// error envelope as its body.
+fn documented_error(
+    responses: ResponsesBuilder,
+    status: &str,
+    description: &str,
+) -> ResponsesBuilder {
+    responses.response(
+        status,
+        ResponseBuilder::new().description(description).content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name(
+                    <ErrorEnvelope as ToSchema>::name(),
+                )))
+                .build(),
+        ),
+    )
+}
+
 /// The 503 of every call that reads the database, as its token's check
 /// does (every route but the health checks, which say it their own way):
 /// `responses(..., Unavailable)` lists it in the OpenAPI document. Never
@@ -90,28 +110,58 @@ pub(crate) struct Unavailable;
 
 impl IntoResponses for Unavailable {
     fn responses() -> BTreeMap<String, RefOr<ResponseDoc>> {
-        ResponsesBuilder::new()
-            .response(
-                "503",
-                ResponseBuilder::new()
-                    .description(
-                        "The database cannot be used now (try again later): DATABASE_UNAVAILABLE \
-                         (unreachable, or refusing the server's connections), DATABASE_BUSY \
-                         (a serialization failure, a lock timeout) or SCHEMA_NOT_READY (no \
-                         jobwire schema, or an old one: run `jobwire migrate`)",
-                    )
-                    .content(
-                        "application/json",
-                        ContentBuilder::new()
-                            .schema(Some(Ref::from_schema_name(
-                                <ErrorEnvelope as ToSchema>::name(),
-                            )))
-                            .build(),
-                    ),
-            )
-            .build()
-            .into()
+        documented_error(
+            ResponsesBuilder::new(),
+            "503",
+            "The database cannot be used now: DATABASE_UNAVAILABLE (unreachable, or refusing \
+             the server's connections) or DATABASE_BUSY (a serialization failure, a lock \
+             timeout), both worth a retry; or SCHEMA_NOT_READY (no jobwire schema, or an old \
+             one), which needs `jobwire migrate` first",
+        )
+        .build()
+        .into()
     }
+}
+
+/// The 413 and 415 of every route that takes a JSON body, for a body the
+/// server does not read: `responses(..., BodyRefused)`. Never built.
+#[allow(dead_code, reason = "a description of responses, never a value")]
+pub(crate) struct BodyRefused;
+
+impl IntoResponses for BodyRefused {
+    fn responses() -> BTreeMap<String, RefOr<ResponseDoc>> {
+        body_refused(&format!(
+            "PAYLOAD_TOO_LARGE: the body is over the server's limit ({} bytes)",
+            super::BODY_LIMIT_BYTES
+        ))
+    }
+}
+
+/// [`BodyRefused`] for a route whose body carries a job's payload, which
+/// has a limit of its own: `responses(..., PayloadOrBodyRefused)`.
+#[allow(dead_code, reason = "a description of responses, never a value")]
+pub(crate) struct PayloadOrBodyRefused;
+
+impl IntoResponses for PayloadOrBodyRefused {
+    fn responses() -> BTreeMap<String, RefOr<ResponseDoc>> {
+        body_refused(&format!(
+            "PAYLOAD_TOO_LARGE: the payload is over `job_settings.max_payload_bytes` (`field`: \
+             payload), or the body over the server's limit ({} bytes)",
+            super::BODY_LIMIT_BYTES
+        ))
+    }
+}
+
+fn body_refused(too_large: &str) -> BTreeMap<String, RefOr<ResponseDoc>> {
+    let responses = documented_error(ResponsesBuilder::new(), "413", too_large);
+    documented_error(
+        responses,
+        "415",
+        "UNSUPPORTED_MEDIA_TYPE: the body is not sent as JSON (`Content-Type: \
+         application/json` or `application/...+json`)",
+    )
+    .build()
+    .into()
 }
 
 impl ApiError {

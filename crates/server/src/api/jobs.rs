@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use super::ApiState;
 use super::auth::{Reader, TenantReader, TenantWriter, Writer, sees_tenant};
-use super::error::{ApiError, ErrorEnvelope, Unavailable};
+use super::error::{ApiError, ErrorEnvelope, PayloadOrBodyRefused, Unavailable};
 use super::extract::{JobIdPath, JsonBody, NoQuery, QueryParams};
 
 /// A job to enqueue. Only `type` is required.
@@ -60,8 +60,8 @@ pub(crate) struct EnqueueRequest {
     /// Enqueueing the same type and key again returns the first job
     /// (`duplicate: true`) while it is in the hot table. 1 to 1024 bytes
     /// (less with a token bound to a tenant, which stores it with the
-    /// tenant's name); not beginning with `schedule:` (kept for schedules'
-    /// occurrences).
+    /// tenant's name before it); without such a token, not beginning with
+    /// `schedule:` (kept for schedules' occurrences).
     #[schema(example = "invoice-pdf:inv_7731")]
     idempotency_key: Option<String>,
     /// The customer the job works for: a queue may cap how many of one
@@ -300,11 +300,10 @@ pub(crate) fn parse_time(field: &str, value: &str) -> Result<DateTime<Utc>, ApiE
         (status = 400, description = "MALFORMED_JSON, INVALID_FIELD (`field` names the field or header: runAt with delayMs, a bad traceparent or tracestate, ...), INVALID_INPUT, or INVALID_QUERY (any query parameter)", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this, or a token bound to a tenant named another tenant (FORBIDDEN)", body = ErrorEnvelope),
         (status = 409, description = "IDEMPOTENCY_KEY_TAKEN: a token bound to a tenant named a key held by a job it cannot see", body = ErrorEnvelope),
-        (status = 413, description = "PAYLOAD_TOO_LARGE: the payload is over `job_settings.max_payload_bytes` (`field`: payload), or the body over the server's limit (1 MiB + 64 KiB)", body = ErrorEnvelope),
-        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: the body is not sent as JSON (`Content-Type: application/json` or `application/...+json`)", body = ErrorEnvelope),
+        PayloadOrBodyRefused,
         (status = 429, description = "An enqueue limit refused it, nothing written (QUEUE_FULL, RATE_LIMITED); retry after `Retry-After` seconds",
          body = ErrorEnvelope, headers(("Retry-After" = u64, description = "Seconds to wait before trying again"))),
-        (status = 503, description = "Try again later: DATABASE_UNAVAILABLE, DATABASE_BUSY, SCHEMA_NOT_READY, or CONTENDED (concurrent enqueues kept taking this idempotency key)", body = ErrorEnvelope),
+        (status = 503, description = "DATABASE_UNAVAILABLE, DATABASE_BUSY or CONTENDED (concurrent enqueues kept taking this idempotency key): try again; SCHEMA_NOT_READY: run `jobwire migrate`", body = ErrorEnvelope),
     ),
     security(("bearer" = ["write"]))
 )]

@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 
 use super::ApiState;
 use super::auth::{Admin, Reader};
-use super::error::{ApiError, ErrorEnvelope, Unavailable};
+use super::error::{ApiError, BodyRefused, ErrorEnvelope, Unavailable};
 use super::extract::{JsonBody, NoQuery, QueryParams, QueuePath};
 use super::tenants::{TenantCapsView, caps_of};
 
@@ -162,8 +162,7 @@ pub(crate) async fn get_queue_limits(
         (status = 200, description = "The limits now", body = QueueLimitsView),
         (status = 400, description = "INVALID_QUEUE: a bad queue name; INVALID_FIELD: a bad body (`field` names it; `shed.depth` not below `maxQueued`); MALFORMED_JSON; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
-        (status = 413, description = "PAYLOAD_TOO_LARGE: the body is over the server's limit (1 MiB + 64 KiB)", body = ErrorEnvelope),
-        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: the body is not sent as JSON (`Content-Type: application/json` or `application/...+json`)", body = ErrorEnvelope),
+        BodyRefused,
         Unavailable,
     ),
     security(("bearer" = ["admin"]))
@@ -226,8 +225,7 @@ pub(crate) async fn delete_queue_limits(
         (status = 200, description = "The tenant limits now", body = TenantCapsView),
         (status = 400, description = "INVALID_QUEUE: a bad queue name; INVALID_FIELD: a bad body (`field` names it); MALFORMED_JSON; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
-        (status = 413, description = "PAYLOAD_TOO_LARGE: the body is over the server's limit (1 MiB + 64 KiB)", body = ErrorEnvelope),
-        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: the body is not sent as JSON (`Content-Type: application/json` or `application/...+json`)", body = ErrorEnvelope),
+        BodyRefused,
         Unavailable,
     ),
     security(("bearer" = ["admin"]))

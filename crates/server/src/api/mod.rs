@@ -58,9 +58,13 @@ pub(crate) const BODY_LIMIT_BYTES: usize = jobwire_core::PAYLOAD_CEILING_BYTES +
                        (`jobwire token create NAME --scope read|write|admin`). \
                        Errors share one envelope: {\"error\":{\"code\",\"message\",\"requestId\"}}. \
                        Every route but /healthz and /readyz refuses a query parameter it does not \
-                       take (400 INVALID_QUERY), and may answer 503 (DATABASE_UNAVAILABLE, \
-                       DATABASE_BUSY, SCHEMA_NOT_READY: try again) since it reads the database, \
-                       its token's check included; 500 INTERNAL is a bug. Rules across fields \
+                       take (400 INVALID_QUERY), and may answer 503 since it reads the database, \
+                       its token's check included (DATABASE_UNAVAILABLE, DATABASE_BUSY: try again; \
+                       SCHEMA_NOT_READY: run `jobwire migrate`); 500 INTERNAL is a bug. Every route \
+                       that takes a body answers 400 for one it cannot use: MALFORMED_JSON, \
+                       UNREADABLE_BODY (cut short), INVALID_FIELD on `body` (not a JSON object, or \
+                       a number the API cannot keep exactly), or INVALID_FIELD naming an unknown \
+                       or mistyped field. Rules across fields \
                        (runAt with delayMs, since after until, shed.depth below maxQueued, ...) \
                        are in the descriptions of the fields and operations.",
         license(name = "MIT OR Apache-2.0")

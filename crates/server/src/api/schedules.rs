@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 
 use super::ApiState;
 use super::auth::{Admin, Reader};
-use super::error::{ApiError, ErrorEnvelope, Unavailable};
+use super::error::{ApiError, ErrorEnvelope, PayloadOrBodyRefused, Unavailable};
 use super::extract::{JsonBody, NoQuery, QueryParams, SchedulePath};
 use super::jobs::new_job;
 
@@ -184,8 +184,7 @@ async fn read_schedule(state: &ApiState, name: &str) -> Result<ScheduleView, Api
         (status = 400, description = "INVALID_FIELD: invalid cron, time zone, jitter, ... (`field` names it); MALFORMED_JSON; INVALID_INPUT; INVALID_SCHEDULE_NAME: a bad `{name}`; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope),
         (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
-        (status = 413, description = "PAYLOAD_TOO_LARGE: the payload is over `job_settings.max_payload_bytes`, or the body over the server's limit (1 MiB + 64 KiB)", body = ErrorEnvelope),
-        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: the body is not sent as JSON (`Content-Type: application/json` or `application/...+json`)", body = ErrorEnvelope),
+        PayloadOrBodyRefused,
         Unavailable,
     ),
     security(("bearer" = ["admin"]))

@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 use super::ApiState;
 use super::auth::{Admin, Reader};
-use super::error::{ApiError, ErrorEnvelope, Unavailable};
+use super::error::{ApiError, BodyRefused, ErrorEnvelope, Unavailable};
 use super::extract::{JsonBody, NoQuery, QueryParams, QueuePath, TenantPath};
 use super::limits::TenantLimitsBody;
 
@@ -123,8 +123,7 @@ pub(crate) async fn list_tenants(
         (status = 200, description = "The caps now", body = TenantCapsView),
         (status = 400, description = "INVALID_QUEUE: a bad queue name; INVALID_FIELD: a bad body (`field` names it); MALFORMED_JSON; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
-        (status = 413, description = "PAYLOAD_TOO_LARGE: the body is over the server's limit (1 MiB + 64 KiB)", body = ErrorEnvelope),
-        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: the body is not sent as JSON (`Content-Type: application/json` or `application/...+json`)", body = ErrorEnvelope),
+        BodyRefused,
         Unavailable,
     ),
     security(("bearer" = ["admin"]))
@@ -176,8 +175,7 @@ pub(crate) async fn delete_default_cap(
         (status = 200, description = "The caps now", body = TenantCapsView),
         (status = 400, description = "INVALID_QUEUE: a bad queue name; INVALID_FIELD: a bad tenant or body (`field` names it), or no limit at all (`maxRunning`); MALFORMED_JSON; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope), (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
-        (status = 413, description = "PAYLOAD_TOO_LARGE: the body is over the server's limit (1 MiB + 64 KiB)", body = ErrorEnvelope),
-        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: the body is not sent as JSON (`Content-Type: application/json` or `application/...+json`)", body = ErrorEnvelope),
+        BodyRefused,
         Unavailable,
     ),
     security(("bearer" = ["admin"]))
