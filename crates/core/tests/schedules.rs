@@ -516,3 +516,44 @@ async fn a_payload_with_no_room_for_the_note_does_not_stop_the_others(pool: PgPo
         .unwrap();
     assert!((9..=10).contains(&missed), "{:?}", notes["small"]);
 }
+
+/// A resume finds the next occurrence of the cron the row holds: one with
+/// none after now (stored by hand, or before puts refused such a cron) is
+/// refused, naming `cron`, and the schedule stays paused.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_resume_without_an_occurrence_after_now_is_refused(pool: PgPool) {
+    jobwire_core::put_schedule(&pool, &spec("gap", "0 8 * * *"))
+        .await
+        .unwrap();
+    assert!(
+        jobwire_core::set_schedule_paused(&pool, "gap", true)
+            .await
+            .unwrap()
+    );
+    sqlx::query(
+        "UPDATE job_schedules SET cron = '* * 0-1/2 * 3 SUN#2', timezone = 'America/Havana'
+         WHERE name = 'gap'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let err = jobwire_core::set_schedule_paused(&pool, "gap", false)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            Error::InvalidArgument {
+                argument: "cron",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("no occurrence after"), "{err}");
+    let paused: bool = sqlx::query_scalar("SELECT paused FROM job_schedules WHERE name = 'gap'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(paused);
+}
