@@ -519,7 +519,8 @@ async fn a_payload_with_no_room_for_the_note_does_not_stop_the_others(pool: PgPo
 
 /// A resume finds the next occurrence of the cron the row holds: one with
 /// none after now (stored by hand, or before puts refused such a cron) is
-/// refused, naming `cron`, and the schedule stays paused.
+/// refused, naming `cron`, and the schedule stays paused; a schedule that
+/// runs is left as it is.
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_resume_without_an_occurrence_after_now_is_refused(pool: PgPool) {
     jobwire_core::put_schedule(&pool, &spec("gap", "0 8 * * *"))
@@ -556,4 +557,14 @@ async fn a_resume_without_an_occurrence_after_now_is_refused(pool: PgPool) {
         .await
         .unwrap();
     assert!(paused);
+    // Resuming one that runs changes nothing, whatever its cron.
+    sqlx::query("UPDATE job_schedules SET paused = false WHERE name = 'gap'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert!(
+        jobwire_core::set_schedule_paused(&pool, "gap", false)
+            .await
+            .unwrap()
+    );
 }

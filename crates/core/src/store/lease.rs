@@ -426,8 +426,9 @@ struct FinishRow {
 }
 
 /// Record many attempt outcomes of leases held by `owner` in one statement,
-/// each fenced by its generation (see `sql/finish_many.sql` for the state
-/// each outcome leads to). Results come back in input order.
+/// each fenced by its generation (see jobwire_finish_many, migration
+/// 20261207000005, for the state each outcome leads to). Results come back
+/// in input order.
 ///
 /// Error codes and messages are stored as the database can keep them: a NUL
 /// character becomes U+FFFD, and a code over [`MAX_ERROR_CODE_BYTES`] or a
@@ -481,8 +482,9 @@ pub async fn finish_many<'c, E: PgExecutor<'c>>(
     }
     let codes: Vec<Option<&str>> = codes.iter().map(|code| code.as_deref()).collect();
     let messages: Vec<Option<&str>> = messages.iter().map(|message| message.as_deref()).collect();
-    // Prepared, unlike the claims: planning this statement at each call
-    // cost a sixth of a drain (the store module's doc).
+    // Prepared, unlike the claims: it only calls jobwire_finish_many, which
+    // keeps the statement parsed and plans it at each call (the store
+    // module's doc).
     let rows: Vec<FinishRow> = sqlx::query_as(include_str!("../../sql/finish_many.sql"))
         .bind(&job_ids)
         .bind(&generations)

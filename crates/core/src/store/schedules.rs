@@ -339,14 +339,16 @@ pub async fn set_schedule_paused(pool: &PgPool, name: &str, paused: bool) -> Res
     // had its new cron stored beside a time of the old one (a yearly
     // schedule fired the next minute).
     let mut tx = pool.begin().await?;
-    let locked: Option<(String, String)> =
+    let locked: Option<(String, String, bool)> =
         sqlx::query_as(include_str!("../../sql/lock_schedule.sql"))
             .bind(name)
             .fetch_optional(&mut *tx)
             .await?;
     let next = match locked {
         None => return Ok(false),
-        Some((cron, timezone)) if !paused => {
+        // Resuming one that runs changes nothing (set_schedule_paused.sql),
+        // whatever its cron.
+        Some((cron, timezone, true)) if !paused => {
             let now: DateTime<Utc> = sqlx::query_scalar(include_str!("../../sql/db_clock_now.sql"))
                 .fetch_one(&mut *tx)
                 .await?;

@@ -342,7 +342,8 @@ pub(crate) async fn pause_schedule(
 }
 
 /// Resume a schedule from its next occurrence after now (what fell in the
-/// pause is not caught up).
+/// pause is not caught up). A paused schedule whose cron has no
+/// occurrence after now stays paused (400 INVALID_FIELD on `cron`).
 #[utoipa::path(
     post,
     path = "/schedules/{name}/resume",
@@ -350,7 +351,7 @@ pub(crate) async fn pause_schedule(
     params(("name" = String, Path, description = "The schedule's name: 1 to 128 letters, digits and `. _ : -`, starting with a letter or digit")),
     responses(
         (status = 200, description = "OK", body = ScheduleView),
-        (status = 400, description = "INVALID_SCHEDULE_NAME: a bad `{name}`; INVALID_QUERY: any query parameter", body = ErrorEnvelope),
+        (status = 400, description = "INVALID_SCHEDULE_NAME: a bad `{name}`; INVALID_QUERY: any query parameter; INVALID_FIELD (`field`: cron): no occurrence after now, the schedule stays paused", body = ErrorEnvelope),
         (status = 401, description = "No live token (UNAUTHENTICATED)", body = ErrorEnvelope),
         (status = 403, description = "The token's scope does not allow this (FORBIDDEN)", body = ErrorEnvelope),
         (status = 404, description = "SCHEDULE_NOT_FOUND", body = ErrorEnvelope),
