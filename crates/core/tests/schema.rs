@@ -376,3 +376,56 @@ async fn the_due_time_checks_migrate_over_jobs_due_outside_them(pool: PgPool) {
         );
     }
 }
+
+/// A tenant of Unicode white space only is refused by every table that
+/// names one, as the Rust and SQL enqueues refuse it, whatever the
+/// database's locale calls space (migration 20261207000006).
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_blank_tenant_is_refused_by_every_table_that_names_one(pool: PgPool) {
+    let writes = [
+        (
+            "INSERT INTO jobs (job_id, job_type, tenant) VALUES (jobwire_uuidv7(), 'a', $1)",
+            "jobs_tenant_size",
+        ),
+        (
+            "INSERT INTO job_tenants (queue, tenant) VALUES ('q', $1)",
+            "job_tenants_tenant_check",
+        ),
+        (
+            "INSERT INTO job_schedules (name, cron, timezone, job_type, tenant)
+             VALUES ('s', '* * * * *', 'UTC', 'a', $1)",
+            "job_schedules_tenant_named",
+        ),
+        (
+            "INSERT INTO job_api_tokens (token_id, name, scope, secret_sha256, tenant)
+             VALUES ('0123456789abcdef', 'n', 'write', sha256('x'), $1)",
+            "job_api_tokens_tenant_check",
+        ),
+    ];
+    for blank in [
+        "  ",
+        "\u{a0}",
+        "\u{2003}\u{a0}",
+        "\u{202f}\u{3000}",
+        "\u{85}",
+    ] {
+        for (sql, check) in writes {
+            let refused = sqlx::query(sql)
+                .bind(blank)
+                .execute(&pool)
+                .await
+                .expect_err("a blank tenant is refused");
+            let db = refused.as_database_error().expect("a database error");
+            assert_eq!(db.code().as_deref(), Some("23514"), "{blank:?}: {db}");
+            assert_eq!(db.constraint(), Some(check), "{blank:?}");
+        }
+    }
+    // A no-break space inside a name is a name.
+    for (sql, _) in writes {
+        sqlx::query(sql)
+            .bind("Café\u{a0}GmbH")
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+}

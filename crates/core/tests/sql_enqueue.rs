@@ -245,6 +245,30 @@ async fn rust_and_sql_apply_the_same_rules(pool: PgPool) {
             Some("tenant"),
         ),
         (
+            // Blank is Unicode's White_Space, whatever the database's
+            // locale calls space: C.UTF-8's `[[:space:]]` has U+2003 but
+            // not U+00A0 (migration 20261207000006).
+            "type of no-break spaces",
+            input("\u{a0}\u{a0}"),
+            Some("job_type"),
+        ),
+        (
+            "queue of an em space and a line separator",
+            Input {
+                queue: "\u{2003}\u{2028}",
+                ..input("a")
+            },
+            Some("queue"),
+        ),
+        (
+            "tenant of a narrow no-break space and an ideographic space",
+            Input {
+                tenant: Some("\u{202f}\u{3000}".into()),
+                ..input("a")
+            },
+            Some("tenant"),
+        ),
+        (
             "long tenant",
             Input {
                 tenant: Some("t".repeat(256)),
