@@ -205,12 +205,25 @@ async fn enqueue_read_and_list_jobs(pool: PgPool) {
         .map(|job| job["tenant"].as_str().unwrap_or("none"))
         .collect();
     assert_eq!((status, tenants), (200, vec!["acme", "acme"]), "{page}");
-    let (status, refused) = parts(api.get("/jobs?tenant=", &api.read).send().await.unwrap()).await;
-    assert_eq!(
-        (status, refused["error"]["field"].as_str()),
-        (400, Some("tenant")),
-        "{refused}"
-    );
+    // A blank name matches no job and is refused, naming the parameter.
+    for (query, field) in [
+        ("tenant=", "tenant"),
+        ("queue=%20", "queue"),
+        ("type=%C2%A0&queue=bulk", "type"),
+    ] {
+        let (status, refused) = parts(
+            api.get(&format!("/jobs?{query}"), &api.read)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(
+            (status, refused["error"]["field"].as_str()),
+            (400, Some(field)),
+            "{query}: {refused}"
+        );
+    }
 }
 
 /// `delayMs` makes a job due that long after the database's clock at the

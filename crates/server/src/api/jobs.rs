@@ -571,14 +571,20 @@ pub(crate) async fn list_jobs(
             "hex digits of a job id (dashes allowed), at most 32",
         ));
     }
-    // A blank tenant matches no job: its pages would walk both tables to
-    // the end, each one empty.
-    if query
-        .tenant
-        .as_deref()
-        .is_some_and(|tenant| tenant.trim().is_empty())
-    {
-        return Err(ApiError::invalid_query("tenant", "must not be blank"));
+    // A blank queue, type or tenant matches no job (none is stored): its
+    // pages would walk both tables to the end, each one empty. (A blank
+    // error code is one a handler may have recorded.)
+    for (field, value) in [
+        ("queue", &query.queue),
+        ("type", &query.job_type),
+        ("tenant", &query.tenant),
+    ] {
+        if value
+            .as_deref()
+            .is_some_and(|value| value.trim().is_empty())
+        {
+            return Err(ApiError::invalid_query(field, "must not be blank"));
+        }
     }
     let filter = JobFilter {
         state: job_state,
