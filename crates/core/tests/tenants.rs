@@ -760,6 +760,57 @@ async fn a_wake_up_claim_waits_out_a_passing_lock_on_a_job_handed_a_slot(pool: P
     assert_eq!(woken_again.claimed.len(), 1);
 }
 
+/// One wake-up claim for several jobs of a capped tenant: those handed a
+/// slot are claimed together, each into its own slot and once however often
+/// it is named; one a passing session holds is waited for; one without a
+/// slot is left waiting as capped (migration 20261207000007).
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_wake_up_claim_takes_the_jobs_handed_a_slot_together(pool: PgPool) {
+    capped_broker_queue(&pool, 3).await;
+    let ids = enqueue_for(&pool, "b", "acme", 4).await;
+    let mut handed = Vec::new();
+    for id in &ids[..3] {
+        handed.push(slot_of(&pool, *id).await.expect("handed at enqueue"));
+    }
+    assert_eq!(slot_of(&pool, ids[3]).await, None);
+
+    let passer = lock_job(&pool, ids[1]).await;
+    let claim = tokio::spawn({
+        let (pool, named) = (
+            pool.clone(),
+            vec![ids[2], ids[0], ids[3], ids[0], ids[1], ids[2]],
+        );
+        async move { wake_up_claim(&pool, &named).await }
+    });
+    until_a_session_waits_for_a_lock(&pool).await;
+    passer.commit().await.unwrap();
+    let woken = claim.await.unwrap();
+
+    let mut claimed: Vec<Uuid> = woken.claimed.iter().map(|job| job.lease.job_id).collect();
+    claimed.sort();
+    assert_eq!(claimed, ids[..3].to_vec());
+    assert_eq!(
+        woken.missed,
+        vec![(ids[3], jobwire_core::ClaimMiss::Capped)]
+    );
+    for (id, slot) in ids[..3].iter().zip(&handed) {
+        assert_eq!(slot_of(&pool, *id).await, Some(*slot), "{id}");
+        assert_eq!(
+            state_and_attempts(&pool, *id).await,
+            ("RUNNING".to_owned(), 1)
+        );
+        let holder: Option<Uuid> = sqlx::query_scalar(
+            "SELECT job_id FROM job_tenant_slots WHERE queue = 'b' AND tenant = 'acme' AND slot = $1",
+        )
+        .bind(slot)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!(holder, Some(*id));
+    }
+    assert_eq!(held_slots(&pool, "b").await, 3);
+}
+
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_capped_claim_for_more_than_one_statement_takes_them_in_turns(pool: PgPool) {
     // A cap that does not bind: the claim gets all it asked for, though one
