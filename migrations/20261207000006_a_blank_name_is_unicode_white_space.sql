@@ -7,43 +7,23 @@
 -- no-break space (U+00A0). A tenant of no-break spaces alone was taken by
 -- the SQL enqueue and refused by the Rust one, which trims Unicode's
 -- White_Space (`str::trim`). Both now refuse the same names: the set is
--- spelled out, as Rust's `char::is_whitespace` has it, in one function
--- the enqueue and the tables' checks call.
+-- spelled out, as Rust's `char::is_whitespace` has it, in a function the
+-- enqueue calls.
 --
--- The checks on `jobs`, `job_tenants`, `job_schedules` and
--- `job_api_tokens` are replaced NOT VALID: rows already written stay as
--- they are (a name one of them holds may still be in use), new ones meet
--- the rule. Each ALTER takes its table's lock for a moment: behind a long
--- transaction it would wait, and claims with it, so give up after 10 s
--- and let `jobwire migrate` be run again.
-SET LOCAL lock_timeout = '10s';
+-- The tables' own checks on a tenant (`jobs`, `job_tenants`,
+-- `job_schedules`, `job_api_tokens`) keep `[[:space:]]`: a check, even
+-- one added NOT VALID, holds on every update of a row, and a job of such a
+-- tenant already waiting would then fail every claim and completion that
+-- touched it. Every interface refuses the name before it reaches them.
 
 -- True for text of Unicode White_Space characters only (or none):
 -- U+0009–U+000D, U+0020, U+0085, U+00A0, U+1680, U+2000–U+200A, U+2028,
 -- U+2029, U+202F, U+205F, U+3000.
-CREATE OR REPLACE FUNCTION jobwire_name_is_blank(name text) RETURNS boolean
+CREATE OR REPLACE FUNCTION jobwire_name_is_blank(candidate text) RETURNS boolean
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN name ~ '^[\u0009-\u000d\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$';
-
-ALTER TABLE jobs
-    DROP CONSTRAINT jobs_tenant_size,
-    ADD CONSTRAINT jobs_tenant_size
-        CHECK (tenant IS NULL OR (NOT jobwire_name_is_blank(tenant) AND octet_length(tenant) <= 255)) NOT VALID;
-
-ALTER TABLE job_tenants
-    DROP CONSTRAINT job_tenants_tenant_check,
-    ADD CONSTRAINT job_tenants_tenant_check
-        CHECK (NOT jobwire_name_is_blank(tenant) AND octet_length(tenant) <= 255) NOT VALID;
-
-ALTER TABLE job_schedules
-    DROP CONSTRAINT job_schedules_tenant_named,
-    ADD CONSTRAINT job_schedules_tenant_named
-        CHECK (tenant IS NULL OR (NOT jobwire_name_is_blank(tenant) AND octet_length(tenant) <= 255)) NOT VALID;
-
-ALTER TABLE job_api_tokens
-    DROP CONSTRAINT job_api_tokens_tenant_check,
-    ADD CONSTRAINT job_api_tokens_tenant_check
-        CHECK (tenant IS NULL OR (NOT jobwire_name_is_blank(tenant) AND octet_length(tenant) <= 255)) NOT VALID;
+AS $$
+    SELECT candidate ~ '^[\u0009-\u000d\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$'
+$$;
 
 -- The enqueue as in 20261206000009, its blank checks through the function.
 CREATE OR REPLACE FUNCTION jobwire_enqueue(

@@ -6,17 +6,20 @@
 -- consumer's wake-up claim (jobwire_claim_ids_capped) then claims it into
 -- that slot. The function went through the ids one at a time: a SELECT
 -- and an UPDATE per job, each planned at each call since migration
--- 20261207000003. Claiming 48 handed jobs took 28 ms in psql where one
--- statement for all of them takes 5 (docs/benchmarks.md, "The wake-up
--- claim of handed jobs in one statement"): on a broker path a capped
--- tenant's round, and the slot hand-over the fairness issue times, were
--- mostly this.
+-- 20261207000003. Claiming 48 handed jobs took 19 ms in psql where one
+-- statement for all of them takes 2 to 3 (docs/benchmarks.md, "The
+-- wake-up claim takes the handed jobs in one statement"): a good part of
+-- a capped tenant's round on a broker path, and of the slot hand-over the
+-- fairness issue times.
 --
--- Now the jobs that hold a slot are locked (SKIP LOCKED: never waited for
--- here) and claimed by one statement; the loop, unchanged, takes the
--- rest: jobs without a slot, which take a free one of their tenant or are
--- noted for the hand-out at commit, and handed jobs another transaction
--- holds, which it waits for as before (migration 20261204000001).
+-- Now the jobs that hold a slot are locked and claimed by one statement
+-- when none of them is locked by another transaction (NOWAIT); the loop,
+-- unchanged, takes the rest: jobs without a slot, which take a free one
+-- of their tenant or are noted for the hand-out at commit. When one of
+-- them is locked, the statement is rolled back and the loop takes them
+-- all, waiting for a handed job's lock as before (migration
+-- 20261204000001), in the ids' order: two claims that both waited while
+-- holding locks taken out of order could wait for each other.
 
 CREATE OR REPLACE FUNCTION jobwire_claim_ids_capped(p_ids uuid[], p_owner text, p_lease_ms bigint,
                                          p_queues text[])
@@ -36,8 +39,18 @@ DECLARE
     capped_q    text[] := '{}';
     capped_t    text[] := '{}';
     done        uuid[] := '{}';
+    claimed     jobs[];
+    last_done   uuid;
+    may_wait    boolean;
 BEGIN
-    FOR job IN
+    -- The jobs handed a slot, in one statement, if none of them is locked:
+    -- NOWAIT, so this statement waits for nothing and holds its locks only
+    -- if it took them all. A lock met (a completion that passed one of
+    -- them over, another claim of the same wake-up) rolls it back, locks
+    -- included, and the loop below takes every job as before, in order.
+    -- Collected before any is returned: rows returned from a block that
+    -- then rolls back would be claims that never happened.
+    BEGIN
         WITH handed AS (
             SELECT j.job_id
             FROM jobs j
@@ -47,23 +60,32 @@ BEGIN
               AND array_position(p_queues, j.queue) IS NOT NULL
               AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.queue = j.queue AND q.paused)
             ORDER BY j.job_id
-            FOR UPDATE OF j SKIP LOCKED
+            FOR UPDATE OF j NOWAIT
+        ),
+        claimed_now AS (
+            UPDATE jobs j
+            SET state = 'RUNNING',
+                lease_owner = p_owner,
+                lease_expires_at = now() + p_lease_ms * interval '1 millisecond',
+                lease_generation = j.lease_generation + 1,
+                attempt_count = j.attempt_count + 1,
+                heartbeat_at = now(),
+                updated_at = now()
+            FROM handed h
+            WHERE j.job_id = h.job_id
+            RETURNING j AS claimed_row
         )
-        UPDATE jobs j
-        SET state = 'RUNNING',
-            lease_owner = p_owner,
-            lease_expires_at = now() + p_lease_ms * interval '1 millisecond',
-            lease_generation = j.lease_generation + 1,
-            attempt_count = j.attempt_count + 1,
-            heartbeat_at = now(),
-            updated_at = now()
-        FROM handed h
-        WHERE j.job_id = h.job_id
-        RETURNING j.*
-    LOOP
+        SELECT coalesce(array_agg(c.claimed_row ORDER BY (c.claimed_row).job_id), '{}')
+        INTO claimed
+        FROM claimed_now c;
+    EXCEPTION WHEN lock_not_available THEN
+        claimed := '{}';
+    END;
+    FOREACH job IN ARRAY claimed LOOP
         done := done || job.job_id;
         RETURN NEXT job;
     END LOOP;
+    last_done := done[cardinality(done)];
     FOR id IN SELECT DISTINCT u FROM unnest(p_ids) AS u WHERE u <> ALL(done) ORDER BY u LOOP
         SELECT j.* INTO job
         FROM jobs j
@@ -77,8 +99,17 @@ BEGIN
         IF NOT locked THEN
             -- Only a job handed a slot is waited for: one without a slot
             -- is some other claimer's, or waits for a hand-over anyway.
+            -- And only past every job claimed above: a claim waits for
+            -- jobs in their ids' order, holding none beyond, so that two
+            -- claims never wait for each other. A job before them (handed
+            -- its slot since the statement above looked) is given up at
+            -- once, as after a timeout.
+            may_wait := last_done IS NULL OR id > last_done;
             prior_limit := current_setting('lock_timeout');
             BEGIN
+                IF NOT may_wait THEN
+                    RAISE EXCEPTION 'not waited for' USING ERRCODE = 'lock_not_available';
+                END IF;
                 PERFORM set_config('lock_timeout', '1s', true);
                 SELECT j.* INTO job
                 FROM jobs j
