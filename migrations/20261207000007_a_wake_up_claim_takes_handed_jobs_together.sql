@@ -13,13 +13,16 @@
 -- fairness issue times.
 --
 -- Now the jobs that hold a slot are locked and claimed by one statement
--- when none of them is locked by another transaction (NOWAIT); the loop,
--- unchanged, takes the rest: jobs without a slot, which take a free one
--- of their tenant or are noted for the hand-out at commit. When one of
--- them is locked, the statement is rolled back and the loop takes them
--- all, waiting for a handed job's lock as before (migration
--- 20261204000001), in the ids' order: two claims that both waited while
--- holding locks taken out of order could wait for each other.
+-- when none of them is locked by another transaction (NOWAIT); the loop
+-- takes the rest: jobs without a slot, which take a free one of their
+-- tenant or are noted for the hand-out at commit, and a job handed its
+-- slot since the statement looked, which, if another transaction holds
+-- it, is given up at once with a fresh wake-up (as after the wait's
+-- timeout) rather than waited for. When one of them is locked, the
+-- statement is rolled back and the loop takes them all, as before: in
+-- the ids' order, waiting up to a second for a handed job's lock
+-- (migration 20261204000001). A claim waits only while it holds no lock
+-- taken out of that order, so two claims never wait for each other.
 
 CREATE OR REPLACE FUNCTION jobwire_claim_ids_capped(p_ids uuid[], p_owner text, p_lease_ms bigint,
                                          p_queues text[])
@@ -40,8 +43,7 @@ DECLARE
     capped_t    text[] := '{}';
     done        uuid[] := '{}';
     claimed     jobs[];
-    last_done   uuid;
-    may_wait    boolean;
+    fell_back   boolean := true;
 BEGIN
     -- The jobs handed a slot, in one statement, if none of them is locked:
     -- NOWAIT, so this statement waits for nothing and holds its locks only
@@ -78,6 +80,7 @@ BEGIN
         SELECT coalesce(array_agg(c.claimed_row ORDER BY (c.claimed_row).job_id), '{}')
         INTO claimed
         FROM claimed_now c;
+        fell_back := false;
     EXCEPTION WHEN lock_not_available THEN
         claimed := '{}';
     END;
@@ -85,7 +88,6 @@ BEGIN
         done := done || job.job_id;
         RETURN NEXT job;
     END LOOP;
-    last_done := done[cardinality(done)];
     FOR id IN SELECT DISTINCT u FROM unnest(p_ids) AS u WHERE u <> ALL(done) ORDER BY u LOOP
         SELECT j.* INTO job
         FROM jobs j
@@ -99,29 +101,41 @@ BEGIN
         IF NOT locked THEN
             -- Only a job handed a slot is waited for: one without a slot
             -- is some other claimer's, or waits for a hand-over anyway.
-            -- And only past every job claimed above: a claim waits for
-            -- jobs in their ids' order, holding none beyond, so that two
-            -- claims never wait for each other. A job before them (handed
-            -- its slot since the statement above looked) is given up at
-            -- once, as after a timeout.
-            may_wait := last_done IS NULL OR id > last_done;
+            -- And only where the statement above fell back: then this
+            -- claim holds no lock but those the loop took, in the ids'
+            -- order, so two claims never wait for each other. Where it
+            -- did not, it may hold locks of any id (also of rows it
+            -- locked and then found changed), and a handed job found
+            -- locked here (handed its slot since that statement looked)
+            -- is given up at once, as after a timeout.
             prior_limit := current_setting('lock_timeout');
             BEGIN
-                IF NOT may_wait THEN
-                    RAISE EXCEPTION 'not waited for' USING ERRCODE = 'lock_not_available';
+                IF NOT fell_back THEN
+                    PERFORM 1
+                    FROM jobs j
+                    WHERE j.job_id = id
+                      AND (j.state || '') IN ('QUEUED', 'RETRY_WAIT') AND j.run_after <= now()
+                      AND j.tenant_slot IS NOT NULL
+                      AND array_position(p_queues, j.queue) IS NOT NULL
+                      AND NOT EXISTS (SELECT 1 FROM job_queues q
+                                      WHERE q.queue = j.queue AND q.paused);
+                    IF FOUND THEN
+                        RAISE EXCEPTION 'not waited for' USING ERRCODE = 'lock_not_available';
+                    END IF;
+                ELSE
+                    PERFORM set_config('lock_timeout', '1s', true);
+                    SELECT j.* INTO job
+                    FROM jobs j
+                    WHERE j.job_id = id
+                      AND (j.state || '') IN ('QUEUED', 'RETRY_WAIT') AND j.run_after <= now()
+                      AND j.tenant_slot IS NOT NULL
+                      AND array_position(p_queues, j.queue) IS NOT NULL
+                      AND NOT EXISTS (SELECT 1 FROM job_queues q
+                                      WHERE q.queue = j.queue AND q.paused)
+                    FOR UPDATE OF j;
+                    locked := FOUND;
+                    PERFORM set_config('lock_timeout', prior_limit, true);
                 END IF;
-                PERFORM set_config('lock_timeout', '1s', true);
-                SELECT j.* INTO job
-                FROM jobs j
-                WHERE j.job_id = id
-                  AND (j.state || '') IN ('QUEUED', 'RETRY_WAIT') AND j.run_after <= now()
-                  AND j.tenant_slot IS NOT NULL
-                  AND array_position(p_queues, j.queue) IS NOT NULL
-                  AND NOT EXISTS (SELECT 1 FROM job_queues q
-                                  WHERE q.queue = j.queue AND q.paused)
-                FOR UPDATE OF j;
-                locked := FOUND;
-                PERFORM set_config('lock_timeout', prior_limit, true);
             EXCEPTION WHEN lock_not_available THEN
                 -- The block's setting is undone with it. The job keeps
                 -- its slot, so it gets its wake-up again.
