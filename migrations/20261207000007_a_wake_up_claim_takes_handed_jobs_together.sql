@@ -6,8 +6,8 @@
 -- consumer's wake-up claim (jobwire_claim_ids_capped) then claims it into
 -- that slot. The function went through the ids one at a time: a SELECT
 -- and an UPDATE per job, each planned at each call since migration
--- 20261207000003. Claiming 48 handed jobs took 19 ms in psql where one
--- statement for all of them takes 2 to 3 (docs/benchmarks.md, "The
+-- 20261207000003. Claiming 48 handed jobs took 19 to 24 ms in psql where one
+-- statement for all of them takes 2 to 4 (docs/benchmarks.md, "The
 -- wake-up claim takes the handed jobs in one statement"): a good part of
 -- a capped tenant's round on a broker path, and of the slot hand-over the
 -- fairness issue times.
