@@ -105,24 +105,13 @@ BEGIN
             -- claim holds no lock but those the loop took, in the ids'
             -- order, so two claims never wait for each other. Where it
             -- did not, it may hold locks of any id (also of rows it
-            -- locked and then found changed), and a handed job found
-            -- locked here (handed its slot since that statement looked)
-            -- is given up at once, as after a timeout.
+            -- locked and then found changed), and a handed job another
+            -- transaction still holds (handed its slot since that
+            -- statement looked) is given up at once (NOWAIT), as after a
+            -- timeout.
             prior_limit := current_setting('lock_timeout');
             BEGIN
-                IF NOT fell_back THEN
-                    PERFORM 1
-                    FROM jobs j
-                    WHERE j.job_id = id
-                      AND (j.state || '') IN ('QUEUED', 'RETRY_WAIT') AND j.run_after <= now()
-                      AND j.tenant_slot IS NOT NULL
-                      AND array_position(p_queues, j.queue) IS NOT NULL
-                      AND NOT EXISTS (SELECT 1 FROM job_queues q
-                                      WHERE q.queue = j.queue AND q.paused);
-                    IF FOUND THEN
-                        RAISE EXCEPTION 'not waited for' USING ERRCODE = 'lock_not_available';
-                    END IF;
-                ELSE
+                IF fell_back THEN
                     PERFORM set_config('lock_timeout', '1s', true);
                     SELECT j.* INTO job
                     FROM jobs j
@@ -135,6 +124,17 @@ BEGIN
                     FOR UPDATE OF j;
                     locked := FOUND;
                     PERFORM set_config('lock_timeout', prior_limit, true);
+                ELSE
+                    SELECT j.* INTO job
+                    FROM jobs j
+                    WHERE j.job_id = id
+                      AND (j.state || '') IN ('QUEUED', 'RETRY_WAIT') AND j.run_after <= now()
+                      AND j.tenant_slot IS NOT NULL
+                      AND array_position(p_queues, j.queue) IS NOT NULL
+                      AND NOT EXISTS (SELECT 1 FROM job_queues q
+                                      WHERE q.queue = j.queue AND q.paused)
+                    FOR UPDATE OF j NOWAIT;
+                    locked := FOUND;
                 END IF;
             EXCEPTION WHEN lock_not_available THEN
                 -- The block's setting is undone with it. The job keeps
