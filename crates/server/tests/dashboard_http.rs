@@ -334,6 +334,11 @@ async fn bad_input_on_pages_and_forms_is_a_clear_error_and_writes_nothing(pool: 
         ("/ui/jobs?after=yesterday".to_owned(), 400, "INVALID_QUERY"),
         ("/ui/jobs?id=xyz".to_owned(), 400, "INVALID_QUERY"),
         ("/ui/jobs?bogus=1".to_owned(), 400, "INVALID_QUERY"),
+        // White space only names no queue, type or tenant (an empty field
+        // is no filter at all).
+        ("/ui/jobs?queue=%20".to_owned(), 400, "INVALID_QUERY"),
+        ("/ui/jobs?type=%C2%A0".to_owned(), 400, "INVALID_QUERY"),
+        ("/ui/jobs?tenant=%20%09".to_owned(), 400, "INVALID_QUERY"),
         (
             "/ui/dead-letters/retry?type=x".to_owned(),
             400,

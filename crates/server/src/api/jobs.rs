@@ -571,20 +571,8 @@ pub(crate) async fn list_jobs(
             "hex digits of a job id (dashes allowed), at most 32",
         ));
     }
-    // A blank queue, type or tenant matches no job (none is stored): its
-    // pages would walk both tables to the end, each one empty. (A blank
-    // error code is one a handler may have recorded.)
-    for (field, value) in [
-        ("queue", &query.queue),
-        ("type", &query.job_type),
-        ("tenant", &query.tenant),
-    ] {
-        if value
-            .as_deref()
-            .is_some_and(|value| value.trim().is_empty())
-        {
-            return Err(ApiError::invalid_query(field, "must not be blank"));
-        }
+    if let Some(field) = blank_name_filter(&query.queue, &query.job_type, &query.tenant) {
+        return Err(ApiError::invalid_query(field, "must not be blank"));
     }
     let filter = JobFilter {
         state: job_state,
@@ -689,4 +677,23 @@ pub(crate) async fn cancel_job(
             })
         }
     }
+}
+
+/// Which of a jobs list's name filters is blank, if any. A blank queue,
+/// type or tenant matches no job (none is stored), yet its pages would walk
+/// both tables to the end, each one empty: the API and the dashboard refuse
+/// it. (A blank error code is one a handler may have recorded.)
+pub(crate) fn blank_name_filter(
+    queue: &Option<String>,
+    job_type: &Option<String>,
+    tenant: &Option<String>,
+) -> Option<&'static str> {
+    [("queue", queue), ("type", job_type), ("tenant", tenant)]
+        .into_iter()
+        .find(|(_, value)| {
+            value
+                .as_deref()
+                .is_some_and(|value| value.trim().is_empty())
+        })
+        .map(|(field, _)| field)
 }

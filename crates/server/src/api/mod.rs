@@ -18,7 +18,7 @@ mod enqueue_batch;
 pub(crate) mod error;
 pub(crate) mod extract;
 mod health;
-mod jobs;
+pub(crate) mod jobs;
 mod limits;
 mod metrics;
 mod queues;

@@ -87,14 +87,27 @@ pub(crate) async fn list(
             "id: hex digits of a job id (dashes allowed), at most 32",
         ));
     }
+    // An empty field is a blank form field (no filter); one of white space
+    // only names nothing, as the API says.
+    let (queue, job_type, tenant) = (
+        given(&query.queue),
+        given(&query.job_type),
+        given(&query.tenant),
+    );
+    if let Some(field) = crate::api::jobs::blank_name_filter(&queue, &job_type, &tenant) {
+        return Err(UiError::bad_request(
+            "INVALID_QUERY",
+            format!("{field}: must not be blank"),
+        ));
+    }
     let filter = JobFilter {
         state: job_state,
-        queue: given(&query.queue),
-        job_type: given(&query.job_type),
+        queue,
+        job_type,
         before,
         id_prefix,
         error_code: given(&query.error_code),
-        tenant: given(&query.tenant),
+        tenant,
     };
     let listed = jobwire_core::list_jobs(&state.pool, &filter, PAGE).await?;
     let jobs = &listed.jobs;
