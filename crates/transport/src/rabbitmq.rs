@@ -54,8 +54,8 @@ pub struct RabbitConfig {
 
 impl RabbitConfig {
     /// Defaults for `url`: 4 MiB messages, persistent, 10 s timeout, four
-    /// publishing sessions (a relay's default two drain tasks plus a lane
-    /// or two of its own).
+    /// publishing sessions (a relay's drain task, one by default, plus a
+    /// lane or two of its own, with room for more drain tasks).
     pub fn new(url: impl Into<String>) -> Self {
         RabbitConfig {
             url: url.into(),
@@ -333,28 +333,30 @@ impl RabbitTransport {
                 Err(DeclareFailure::Broken(reason)) => return SessionOutcome::Broken(reason),
             }
         }
-        let mut confirms = Vec::new();
-        for (index, envelope) in batch.iter().enumerate() {
-            if results[index].is_some() {
-                continue;
-            }
-            let publish = session
-                .channel
-                .basic_publish(
-                    "".into(),
-                    envelope.topic.as_str().into(),
-                    // Mandatory: a message no queue takes (the queue deleted
-                    // behind this session's back, which still counts it as
-                    // declared) comes back with its confirm instead of being
-                    // confirmed and dropped.
-                    BasicPublishOptions {
-                        mandatory: true,
-                        ..BasicPublishOptions::default()
-                    },
-                    &envelope.payload,
-                    self.properties(envelope),
-                )
-                .await;
+        let unpublished: Vec<usize> = (0..batch.len())
+            .filter(|&index| results[index].is_none())
+            .collect();
+        let channel = &session.channel;
+        let published = sent_in_order(unpublished.iter().map(|&index| {
+            let envelope = &batch[index];
+            channel.basic_publish(
+                "".into(),
+                envelope.topic.as_str().into(),
+                // Mandatory: a message no queue takes (the queue deleted
+                // behind this session's back, which still counts it as
+                // declared) comes back with its confirm instead of being
+                // confirmed and dropped.
+                BasicPublishOptions {
+                    mandatory: true,
+                    ..BasicPublishOptions::default()
+                },
+                &envelope.payload,
+                self.properties(envelope),
+            )
+        }))
+        .await;
+        let mut confirms = Vec::with_capacity(published.len());
+        for (index, publish) in unpublished.into_iter().zip(published) {
             match publish {
                 Ok(confirm) => confirms.push((index, confirm)),
                 Err(err) => return SessionOutcome::Broken(format!("publish failed: {err}")),
@@ -393,6 +395,33 @@ impl RabbitTransport {
         }
         SessionOutcome::Done
     }
+}
+
+/// Run channel operations (publishes, acks, nacks) started in the order
+/// given, and their results in that order. Each operation queues its frames
+/// on the channel when first polled and then waits for the connection's
+/// I/O loop to write them: awaited one after another, a batch of n waits
+/// for that loop n times, on a machine where it competes for the same
+/// cores. Started all first, in order (so the broker sees them as if
+/// awaited in turn: per-key order and delivery tags hold), they are
+/// written together and waited for once.
+async fn sent_in_order<F: std::future::Future>(
+    operations: impl Iterator<Item = F>,
+) -> Vec<F::Output> {
+    let mut started = Vec::new();
+    for operation in operations {
+        let mut operation = Box::pin(operation);
+        let first = futures::poll!(operation.as_mut());
+        started.push((operation, first));
+    }
+    let mut outputs = Vec::with_capacity(started.len());
+    for (operation, first) in started {
+        outputs.push(match first {
+            std::task::Poll::Ready(output) => output,
+            std::task::Poll::Pending => operation.await,
+        });
+    }
+    outputs
 }
 
 /// Header carrying the message key (AMQP has no key of its own).
@@ -815,14 +844,15 @@ impl Subscriber for RabbitSubscriber {
         let Some(live) = self.live.as_ref() else {
             return Ok(());
         };
-        for tag in tags {
-            live.session
-                .channel
-                .basic_ack(tag, BasicAckOptions { multiple: false })
-                .await
-                .map_err(|err| TransportError::Unavailable(format!("ack failed: {err}")))?;
-        }
-        Ok(())
+        let channel = &live.session.channel;
+        sent_in_order(
+            tags.into_iter()
+                .map(|tag| channel.basic_ack(tag, BasicAckOptions { multiple: false })),
+        )
+        .await
+        .into_iter()
+        .collect::<Result<(), _>>()
+        .map_err(|err| TransportError::Unavailable(format!("ack failed: {err}")))
     }
 
     async fn nack(&mut self, receipts: &[Receipt], requeue: bool) -> Result<(), TransportError> {
@@ -830,20 +860,20 @@ impl Subscriber for RabbitSubscriber {
         let Some(live) = self.live.as_ref() else {
             return Ok(());
         };
-        for tag in tags {
-            live.session
-                .channel
-                .basic_nack(
-                    tag,
-                    BasicNackOptions {
-                        multiple: false,
-                        requeue,
-                    },
-                )
-                .await
-                .map_err(|err| TransportError::Unavailable(format!("nack failed: {err}")))?;
-        }
-        Ok(())
+        let channel = &live.session.channel;
+        sent_in_order(tags.into_iter().map(|tag| {
+            channel.basic_nack(
+                tag,
+                BasicNackOptions {
+                    multiple: false,
+                    requeue,
+                },
+            )
+        }))
+        .await
+        .into_iter()
+        .collect::<Result<(), _>>()
+        .map_err(|err| TransportError::Unavailable(format!("nack failed: {err}")))
     }
 
     async fn close(&mut self) -> Result<(), TransportError> {
