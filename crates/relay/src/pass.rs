@@ -54,6 +54,20 @@ impl Relay {
         self.config.idle_in_transaction_timeout / 2
     }
 
+    /// The pass's `BEGIN`, with the bound on how long its transaction may
+    /// sit idle holding its row locks (a relay process that froze or lost
+    /// its broker mid-publish): past it the server ends the session and
+    /// other relays can take the rows. Sent with the `BEGIN` in one simple
+    /// query, one round trip, rather than as a statement of its own. The
+    /// value is a number of milliseconds from the config, nothing a caller
+    /// writes as text.
+    fn begin_pass(&self) -> String {
+        format!(
+            "BEGIN; SET LOCAL idle_in_transaction_session_timeout = {}",
+            self.config.idle_in_transaction_timeout.as_millis()
+        )
+    }
+
     fn envelope(&self, row: &OutboxRow) -> Envelope {
         let mut headers = Headers::new();
         if let serde_json::Value::Object(map) = &row.headers {
@@ -82,13 +96,9 @@ impl Relay {
     pub(crate) async fn pass(&self, shards: Option<&[i64]>) -> Result<PassOutcome, RelayError> {
         // Read once: another drain task may resize the batch meanwhile.
         let batch = self.batch_size();
-        let mut tx = self.pool.begin().await?;
-        sqlx::query(include_str!("../sql/idle_in_transaction_timeout.sql"))
-            .bind(format!(
-                "{}ms",
-                self.config.idle_in_transaction_timeout.as_millis()
-            ))
-            .execute(&mut *tx)
+        let mut tx = self
+            .pool
+            .begin_with(sqlx::AssertSqlSafe(self.begin_pass()))
             .await?;
         let rows: Vec<OutboxRow> = match (shards, self.config.ordering) {
             (Some(held), KeyOrdering::PerKey { shards }) => {
