@@ -349,6 +349,16 @@ async fn bad_input_gets_a_4xx_naming_the_problem_and_writes_nothing(pool: PgPool
         case("no such route", 404, "ROUTE_NOT_FOUND")
             .at("GET", "/jobz")
             .token(Token::Read),
+        // Without a token, neither says whether the route or method exists.
+        case("wrong method, no token", 401, "UNAUTHENTICATED")
+            .at("DELETE", "/jobs")
+            .token(Token::None),
+        case("no such route, no token", 401, "UNAUTHENTICATED")
+            .at("GET", "/jobz")
+            .token(Token::None),
+        case("wrong method, unknown token", 401, "UNAUTHENTICATED")
+            .at("PUT", "/openapi.json")
+            .authorization(format!("Bearer jw_{}_{}", "0".repeat(16), "0".repeat(64))),
     ];
     assert!(cases.len() >= 30);
 

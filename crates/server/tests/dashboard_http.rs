@@ -129,19 +129,27 @@ async fn assert_page(response: reqwest::Response, status: u16, code: &str) {
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn sessions_are_stored_hashed_and_end_with_logout_or_the_token(pool: PgPool) {
     let api = Api::start(pool.clone()).await;
-    // No cookie, a malformed one, an unknown one: the login form.
+    // No cookie, a malformed one, an unknown one: the login form, also for
+    // a page that does not exist and a form's address opened as a page
+    // (which pages exist is told only after the login).
     for cookie in [
         None,
         Some("jobwire_session=zz"),
         Some(&*format!("jobwire_session={}", "ab".repeat(32))),
     ] {
-        let mut request = client().get(api.url("/ui/jobs"));
-        if let Some(cookie) = cookie {
-            request = request.header(COOKIE, cookie);
+        for path in ["/ui/jobs", "/ui/no-such-page", "/ui/queues/pause"] {
+            let mut request = client().get(api.url(path));
+            if let Some(cookie) = cookie {
+                request = request.header(COOKIE, cookie);
+            }
+            let response = request.send().await.unwrap();
+            assert_eq!(
+                response.status(),
+                StatusCode::SEE_OTHER,
+                "{path} {cookie:?}"
+            );
+            assert_eq!(response.headers()[LOCATION], "/ui/login", "{path}");
         }
-        let response = request.send().await.unwrap();
-        assert_eq!(response.status(), StatusCode::SEE_OTHER, "{cookie:?}");
-        assert_eq!(response.headers()[LOCATION], "/ui/login");
     }
 
     let (cookie, csrf) = log_in(&api, &api.read).await;
@@ -350,6 +358,8 @@ async fn bad_input_on_pages_and_forms_is_a_clear_error_and_writes_nothing(pool: 
             "INVALID_QUERY",
         ),
         ("/ui/no-such-page".to_owned(), 404, "PAGE_NOT_FOUND"),
+        // A form's address opened as a page: a page saying so.
+        ("/ui/queues/pause".to_owned(), 405, "METHOD_NOT_ALLOWED"),
         (format!("/ui/jobs/{}", "%00"), 400, "INVALID_JOB_ID"),
     ] {
         assert_page(get(path).await.unwrap(), status, code).await;

@@ -184,6 +184,26 @@ pub fn metrics_router(pool: PgPool) -> axum::Router {
     with_common_layers(router, pool)
 }
 
+/// A route asked with a method it does not take: for the dashboard's
+/// pages, a page (after the login, like every page); for the API, JSON
+/// (after the token check, like every route).
+async fn method_not_allowed(
+    axum::extract::State(state): axum::extract::State<ApiState>,
+    request: axum::extract::Request,
+) -> axum::response::Response {
+    use axum::extract::FromRequestParts;
+    use axum::response::IntoResponse;
+    let (mut parts, _) = request.into_parts();
+    let path = parts.uri.path();
+    if path == "/ui" || path.starts_with("/ui/") {
+        return crate::ui::method_not_allowed(&mut parts, &state).await;
+    }
+    match auth::Reader::from_request_parts(&mut parts, &state).await {
+        Ok(_) => ApiError::MethodNotAllowed.into_response(),
+        Err(rejection) => rejection.into_response(),
+    }
+}
+
 fn with_common_layers(router: axum::Router<ApiState>, pool: PgPool) -> axum::Router {
     let metrics = match crate::metrics::Metrics::install() {
         Ok(metrics) => Some(metrics),
@@ -192,14 +212,17 @@ fn with_common_layers(router: axum::Router<ApiState>, pool: PgPool) -> axum::Rou
             None
         }
     };
+    // Both answers take a token first, as every route but the health
+    // checks does: without one, a caller learns nothing of which routes
+    // and methods exist (the OpenAPI document is behind a token too).
     router
-        .fallback(|| async {
+        .fallback(|_caller: auth::Reader| async {
             ApiError::NotFound {
                 code: "ROUTE_NOT_FOUND",
                 message: "No such route; see /openapi.json.".into(),
             }
         })
-        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))
         .layer(middleware::from_fn(request_id::with_request_id))
         .with_state(ApiState {

@@ -2,11 +2,15 @@
 //! same status and code the API would give, and the request id to find it
 //! in the server's logs. Never a bare 500 for something the caller did.
 
+use axum::extract::FromRequestParts;
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::html;
 
 use super::layout::{Section, page};
+use super::session::Viewer;
+use crate::api::ApiState;
 use crate::api::error::ApiError;
 use crate::api::request_id::current_request_id;
 
@@ -92,7 +96,18 @@ impl IntoResponse for UiError {
     }
 }
 
-/// Any other path under `/ui`.
-pub(crate) async fn page_not_found() -> UiError {
+/// Any other path under `/ui`, for someone logged in: anyone else goes to
+/// the login form first, as for every page, so that which pages exist is
+/// told only to people who may see them.
+pub(crate) async fn page_not_found(_viewer: Viewer) -> UiError {
     UiError::not_found("PAGE_NOT_FOUND", "There is no such dashboard page.")
+}
+
+/// A dashboard address asked with a method it does not take (a form's
+/// address opened as a page), for someone logged in, as above.
+pub(crate) async fn method_not_allowed(parts: &mut Parts, state: &ApiState) -> Response {
+    match Viewer::from_request_parts(parts, state).await {
+        Ok(_) => UiError::Api(ApiError::MethodNotAllowed).into_response(),
+        Err(rejection) => rejection.into_response(),
+    }
 }

@@ -19,6 +19,8 @@ use axum::routing::{get, post};
 
 use crate::api::ApiState;
 
+pub(crate) use error::method_not_allowed;
+
 mod assets;
 mod chart;
 mod dead_letters;
