@@ -83,6 +83,7 @@ pub struct RelayConfig {
     /// another relay. A pass gives up publishing after half of it (the
     /// publish budget), leaves its rows due and halves its batch, so a slow
     /// broker gets smaller batches instead of the same one again and again.
+    /// From 100 ms to PostgreSQL's bound for the setting, 2,147,483,647 ms.
     pub idle_in_transaction_timeout: Duration,
 }
 
@@ -143,6 +144,15 @@ impl RelayConfig {
             return Err(InvalidSetting::new(
                 "relay.idle_in_transaction_timeout",
                 "must be at least 100 ms",
+            ));
+        }
+        // PostgreSQL's own bound for the setting. Past it, the pass's
+        // `BEGIN; SET LOCAL …` would begin a transaction and then fail in
+        // it, leaving its pooled connection in an aborted transaction.
+        if self.idle_in_transaction_timeout.as_millis() > i32::MAX as u128 {
+            return Err(InvalidSetting::new(
+                "relay.idle_in_transaction_timeout",
+                format!("must be at most {} ms (about 24 days)", i32::MAX),
             ));
         }
         if let KeyOrdering::PerKey { shards } = self.ordering

@@ -50,6 +50,7 @@ impl Relay {
     /// Publish everything due now, pass after pass, until a pass comes back
     /// short or the broker is down. (Unordered mode; for tests and tools.)
     pub async fn drain_once(&self) -> Result<PassOutcome, RelayError> {
+        self.config.validate()?;
         let mut total = PassOutcome::default();
         loop {
             let outcome = self.pass(None).await?;

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use jobwire_core::{Dispatch, NewJob};
 use jobwire_loop::InvalidSetting;
-use jobwire_relay::{KeyOrdering, Relay, RelayConfig, RelayError, RelayReport, RelayStats};
+use jobwire_relay::{
+    KeyOrdering, PassOutcome, Relay, RelayConfig, RelayError, RelayReport, RelayStats,
+};
 use jobwire_server::{Node, RunningNode};
 use jobwire_test_support::{FlakyProxy, brokers, drain_subscriber, outbox_len, write_outbox_rows};
 use jobwire_transport::kafka::{KafkaConfig, KafkaTransport};
@@ -895,6 +897,46 @@ async fn a_relay_refuses_an_idle_in_transaction_timeout_under_100_ms(pool: PgPoo
         invalid.setting, "relay.idle_in_transaction_timeout",
         "{invalid}"
     );
+}
+
+/// Past PostgreSQL's bound for the setting, a pass would begin its
+/// transaction and fail in it: refused before any pass, by `run` and by
+/// `drain_once`, and the pool's connections stay usable.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_relay_refuses_an_idle_in_transaction_timeout_past_postgresqls_bound(pool: PgPool) {
+    let config = RelayConfig {
+        idle_in_transaction_timeout: Duration::from_millis(i32::MAX as u64 + 1),
+        ..RelayConfig::default()
+    };
+    let relay = Relay::new(
+        pool.clone(),
+        Arc::new(MemoryTransport::default()),
+        config.clone(),
+    );
+    let refused = relay.drain_once().await.unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("relay.idle_in_transaction_timeout"),
+        "{refused}"
+    );
+    let invalid = refused_setting(pool.clone(), config).await;
+    assert_eq!(
+        invalid.setting, "relay.idle_in_transaction_timeout",
+        "{invalid}"
+    );
+    // The largest it takes is one PostgreSQL takes.
+    let largest = RelayConfig {
+        idle_in_transaction_timeout: Duration::from_millis(i32::MAX as u64),
+        ..fast_config()
+    };
+    let relay = Relay::new(pool.clone(), Arc::new(MemoryTransport::default()), largest);
+    assert_eq!(relay.drain_once().await.unwrap(), PassOutcome::default());
+    let one: i32 = sqlx::query_scalar("SELECT 1")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(one, 1);
 }
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]

@@ -484,3 +484,30 @@ async fn a_value_a_schema_check_refuses_is_a_bad_request(pool: PgPool) {
         "nothing written"
     );
 }
+
+/// Which methods a route takes is told only to a caller with a live token:
+/// axum adds `Allow` to whatever its method fallback answers, so the 401
+/// must not carry it, while the 405 given after the token check does.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn the_methods_of_a_route_are_named_only_after_the_token_check(pool: PgPool) {
+    let api = Api::start(pool).await;
+    for path in ["/jobs", "/jobz"] {
+        let response = api.client.delete(api.url(path)).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 401, "{path}");
+        assert!(
+            response.headers().get("allow").is_none(),
+            "{path}: {:?}",
+            response.headers()
+        );
+    }
+    let response = api
+        .client
+        .delete(api.url("/jobs"))
+        .bearer_auth(&api.read)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 405);
+    let allow = response.headers()["allow"].to_str().unwrap().to_owned();
+    assert!(allow.contains("GET") && allow.contains("POST"), "{allow}");
+}

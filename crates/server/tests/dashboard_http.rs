@@ -7,7 +7,7 @@ mod common;
 use common::Api;
 use jobwire_core::{JobState, NewJob};
 use reqwest::StatusCode;
-use reqwest::header::{CONTENT_TYPE, COOKIE, LOCATION, SET_COOKIE};
+use reqwest::header::{ALLOW, CONTENT_TYPE, COOKIE, LOCATION, SET_COOKIE};
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -149,6 +149,8 @@ async fn sessions_are_stored_hashed_and_end_with_logout_or_the_token(pool: PgPoo
                 "{path} {cookie:?}"
             );
             assert_eq!(response.headers()[LOCATION], "/ui/login", "{path}");
+            // Nor does axum's `Allow` name the form's method.
+            assert!(response.headers().get(ALLOW).is_none(), "{path}");
         }
     }
 
@@ -567,4 +569,26 @@ async fn a_token_bound_to_a_tenant_cannot_open_the_dashboard(pool: PgPool) {
         .await
         .unwrap();
     assert_eq!(sessions, 0);
+}
+
+/// A form's address opened as a page, logged in: a page saying 405, with
+/// the method it takes and every page's security headers.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_form_address_opened_as_a_page_is_a_page_saying_so(pool: PgPool) {
+    let api = Api::start(pool).await;
+    let (cookie, _) = log_in(&api, &api.read).await;
+    let response = get_with(&api, "/ui/queues/pause", &cookie).await;
+    assert_eq!(response.headers()[ALLOW], "POST");
+    for header in [
+        "content-security-policy",
+        "x-frame-options",
+        "cache-control",
+    ] {
+        assert!(
+            response.headers().contains_key(header),
+            "{header}: {:?}",
+            response.headers()
+        );
+    }
+    assert_page(response, 405, "METHOD_NOT_ALLOWED").await;
 }

@@ -184,26 +184,6 @@ pub fn metrics_router(pool: PgPool) -> axum::Router {
     with_common_layers(router, pool)
 }
 
-/// A route asked with a method it does not take: for the dashboard's
-/// pages, a page (after the login, like every page); for the API, JSON
-/// (after the token check, like every route).
-async fn method_not_allowed(
-    axum::extract::State(state): axum::extract::State<ApiState>,
-    request: axum::extract::Request,
-) -> axum::response::Response {
-    use axum::extract::FromRequestParts;
-    use axum::response::IntoResponse;
-    let (mut parts, _) = request.into_parts();
-    let path = parts.uri.path();
-    if path == "/ui" || path.starts_with("/ui/") {
-        return crate::ui::method_not_allowed(&mut parts, &state).await;
-    }
-    match auth::Reader::from_request_parts(&mut parts, &state).await {
-        Ok(_) => ApiError::MethodNotAllowed.into_response(),
-        Err(rejection) => rejection.into_response(),
-    }
-}
-
 fn with_common_layers(router: axum::Router<ApiState>, pool: PgPool) -> axum::Router {
     let metrics = match crate::metrics::Metrics::install() {
         Ok(metrics) => Some(metrics),
@@ -215,14 +195,14 @@ fn with_common_layers(router: axum::Router<ApiState>, pool: PgPool) -> axum::Rou
     // Both answers take a token first, as every route but the health
     // checks does: without one, a caller learns nothing of which routes
     // and methods exist (the OpenAPI document is behind a token too).
-    router
+    let routed = router
         .fallback(|_caller: auth::Reader| async {
             ApiError::NotFound {
                 code: "ROUTE_NOT_FOUND",
                 message: "No such route; see /openapi.json.".into(),
             }
         })
-        .method_not_allowed_fallback(method_not_allowed)
+        .method_not_allowed_fallback(|_caller: auth::Reader| async { ApiError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))
         .layer(middleware::from_fn(request_id::with_request_id))
         .with_state(ApiState {
@@ -230,5 +210,21 @@ fn with_common_layers(router: axum::Router<ApiState>, pool: PgPool) -> axum::Rou
             enqueues: enqueue_batch::EnqueueBatches::start(pool.clone()),
             pool,
             metrics,
-        })
+        });
+    // axum adds `Allow` to whatever the method fallback answers, a 401 or
+    // the dashboard's way to its login too, from inside the route: that
+    // header would still name a route's methods to a caller without a
+    // token. Only a router around the whole one can take it off again.
+    axum::Router::new()
+        .fallback_service(routed)
+        .layer(middleware::map_response(allow_only_on_405))
+}
+
+/// Drop `Allow` from every answer but a 405 (given only to a caller who
+/// passed the token check or the dashboard's login).
+async fn allow_only_on_405(mut response: axum::response::Response) -> axum::response::Response {
+    if response.status() != axum::http::StatusCode::METHOD_NOT_ALLOWED {
+        response.headers_mut().remove(axum::http::header::ALLOW);
+    }
+    response
 }

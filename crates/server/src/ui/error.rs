@@ -2,15 +2,12 @@
 //! same status and code the API would give, and the request id to find it
 //! in the server's logs. Never a bare 500 for something the caller did.
 
-use axum::extract::FromRequestParts;
 use axum::http::StatusCode;
-use axum::http::request::Parts;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::html;
 
 use super::layout::{Section, page};
 use super::session::Viewer;
-use crate::api::ApiState;
 use crate::api::error::ApiError;
 use crate::api::request_id::current_request_id;
 
@@ -105,9 +102,6 @@ pub(crate) async fn page_not_found(_viewer: Viewer) -> UiError {
 
 /// A dashboard address asked with a method it does not take (a form's
 /// address opened as a page), for someone logged in, as above.
-pub(crate) async fn method_not_allowed(parts: &mut Parts, state: &ApiState) -> Response {
-    match Viewer::from_request_parts(parts, state).await {
-        Ok(_) => UiError::Api(ApiError::MethodNotAllowed).into_response(),
-        Err(rejection) => rejection.into_response(),
-    }
+pub(crate) async fn method_not_allowed(_viewer: Viewer) -> UiError {
+    UiError::Api(ApiError::MethodNotAllowed)
 }

@@ -19,8 +19,6 @@ use axum::routing::{get, post};
 
 use crate::api::ApiState;
 
-pub(crate) use error::method_not_allowed;
-
 mod assets;
 mod chart;
 mod dead_letters;
@@ -68,6 +66,10 @@ pub(crate) fn routes() -> Router<ApiState> {
         // Static routes win over this one: anything else under /ui is a
         // page of its own saying so, not the API's JSON 404.
         .route("/ui/{*rest}", get(error::page_not_found))
+        // Set here, under the security headers: the API's own answer for
+        // a method a route does not take, set on the merged router, then
+        // fills only the routes that have none.
+        .method_not_allowed_fallback(error::method_not_allowed)
         .layer(middleware::from_fn(security_headers))
 }
 
