@@ -970,6 +970,10 @@ async fn claimed_ahead_jobs_count_an_attempt_only_when_a_handler_starts_them(poo
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // Every slot is held now; the jobs claimed beyond them wait unstarted.
+    // The gauge is read before the table: the worker may still be filling
+    // its local queue, so a later reading of either can only be larger, and
+    // the table read last holds at least every job the gauge counted.
+    let shown = sample(&metrics.render(), "jobwire_jobs_claimed_ahead", AHEAD_QUEUE);
     let started: Vec<Uuid> = starts.lock().unwrap().keys().copied().collect();
     let waiting: Vec<Uuid> = sqlx::query_scalar(
         "SELECT job_id FROM jobs WHERE state = 'RUNNING' AND NOT job_id = ANY($1) ORDER BY job_id",
@@ -982,7 +986,6 @@ async fn claimed_ahead_jobs_count_an_attempt_only_when_a_handler_starts_them(poo
         !waiting.is_empty(),
         "nothing was claimed ahead of the slots"
     );
-    let shown = sample(&metrics.render(), "jobwire_jobs_claimed_ahead", AHEAD_QUEUE);
     assert!(
         (1.0..=waiting.len() as f64).contains(&shown),
         "{shown} jobs shown waiting for a slot, {} in the table",
