@@ -49,23 +49,37 @@ pub(crate) struct HandlerRuns {
     pub(crate) first_start: DateTime<Utc>,
 }
 
-fn registry(runs: &Runs) -> HandlerRegistry {
+/// The job type of the bench's jobs that do nothing.
+pub(crate) const NOOP_JOB: &str = "bench_noop";
+/// The job type of the noisy-tenant runs' jobs when they work
+/// (`BenchConfig::noisy_job_work`): the handler holds its slot that long.
+pub(crate) const WORKING_JOB: &str = "bench_work";
+
+fn registry(runs: &Runs, work: Duration) -> HandlerRegistry {
     let mut registry = HandlerRegistry::new();
-    let runs = runs.clone();
-    registry.register("bench_noop", move |ctx: JobContext| {
+    for (job_type, work) in [(NOOP_JOB, Duration::ZERO), (WORKING_JOB, work)] {
         let runs = runs.clone();
-        async move {
-            let started = Utc::now();
-            runs.lock()
-                .entry(ctx.job_id())
-                .or_insert(HandlerRuns {
-                    runs: 0,
-                    first_start: started,
-                })
-                .runs += 1;
-            Ok(())
-        }
-    });
+        registry.register(job_type, move |ctx: JobContext| {
+            let runs = runs.clone();
+            async move {
+                let started = Utc::now();
+                runs.lock()
+                    .entry(ctx.job_id())
+                    .or_insert(HandlerRuns {
+                        runs: 0,
+                        first_start: started,
+                    })
+                    .runs += 1;
+                // A job that waits, as one waiting on an API or a disk
+                // does: it holds its slot (and its tenant's) without the
+                // CPU the database and the worker share.
+                if !work.is_zero() {
+                    tokio::time::sleep(work).await;
+                }
+                Ok(())
+            }
+        });
+    }
     registry
 }
 
@@ -143,7 +157,11 @@ pub(crate) fn start_queues(
         },
         ..WorkerConfig::default()
     };
-    let mut worker = Worker::new(pool.clone(), registry(runs), worker_config);
+    let mut worker = Worker::new(
+        pool.clone(),
+        registry(runs, config.noisy_job_work),
+        worker_config,
+    );
     // No maintenance: a bench run measures the job path alone (and, with
     // metrics on, what recording them costs).
     let mut node = Node::new(pool.clone());
@@ -299,7 +317,7 @@ pub(crate) async fn wait_for_queue(
 /// stream", and its correction). The row is deleted so that no count of
 /// the run includes it.
 pub(crate) async fn warm_up(pool: &PgPool, queue: &str, config: &BenchConfig) -> Result<()> {
-    let job = NewJob::new("bench_noop", serde_json::json!({ "warm_up": true })).with_queue(queue);
+    let job = NewJob::new(NOOP_JOB, serde_json::json!({ "warm_up": true })).with_queue(queue);
     let job_id = jobwire_core::enqueue(pool, &job).await?.job_id;
     wait_for_queue(pool, queue, 1, config, format!("{queue} warm-up")).await?;
     sqlx::query("DELETE FROM jobs WHERE job_id = $1")

@@ -172,7 +172,8 @@ async fn library_run(pool: &PgPool, clients: usize, jobs: usize) -> Result<Produ
         move |i| {
             let (pool, queue) = (pool.clone(), queue.clone());
             async move {
-                let job = NewJob::new("bench_noop", json!({ "i": i })).with_queue(queue.as_str());
+                let job = NewJob::new(crate::harness::NOOP_JOB, json!({ "i": i }))
+                    .with_queue(queue.as_str());
                 jobwire_core::enqueue(&pool, &job).await?;
                 Ok(())
             }
@@ -232,7 +233,8 @@ async fn serve_and_post(
         let (client, url, queue, secret) =
             (client.clone(), url.clone(), queue.clone(), secret.clone());
         async move {
-            let body = json!({ "type": "bench_noop", "payload": { "i": i }, "queue": *queue });
+            let body =
+                json!({ "type": crate::harness::NOOP_JOB, "payload": { "i": i }, "queue": *queue });
             let response = client
                 .post(url)
                 .bearer_auth(secret.as_str())

@@ -13,7 +13,8 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::harness::{
-    Runs, clean_up, fresh_queue, lost_or_repeated, run_pool, start, wait_for_queue, warm_up,
+    NOOP_JOB, Runs, WORKING_JOB, clean_up, fresh_queue, lost_or_repeated, run_pool, start,
+    wait_for_queue, warm_up,
 };
 use crate::quantile::percentile;
 use crate::workloads::{Arrivals, Commit, arrivals_of, enqueue_backlog, latency};
@@ -31,6 +32,8 @@ pub struct NoisyTenant {
     pub tenant_cap: Option<u32>,
     /// Jobs of the noisy tenant, enqueued before the clock runs.
     pub noisy_jobs: usize,
+    /// How long each job's handler works (waits), ms; 0: no-op jobs.
+    pub job_ms: u64,
     /// Jobs of the quiet tenants, arriving while it drains.
     pub quiet_jobs: i64,
     /// Quiet tenants' arrival (the tick each was due) -> handler start,
@@ -158,7 +161,7 @@ pub async fn noisy_tenant(
         format!("enqueueing tenant {NOISY} on {queue}"),
         Commit::AtOnce,
         |i| {
-            NewJob::new("bench_noop", serde_json::json!({ "i": i }))
+            NewJob::new(job_type(config), serde_json::json!({ "i": i }))
                 .with_queue(&queue)
                 .with_tenant(NOISY)
         },
@@ -201,6 +204,7 @@ pub async fn noisy_tenant(
     Ok(NoisyTenant {
         tenant_cap,
         noisy_jobs: config.noisy_jobs,
+        job_ms: u64::try_from(config.noisy_job_work.as_millis()).unwrap_or(u64::MAX),
         quiet_jobs: quiet_latency.jobs,
         quiet_start_p50_ms: quiet_latency.start_p50_ms,
         quiet_start_p95_ms: quiet_latency.start_p95_ms,
@@ -214,12 +218,22 @@ pub async fn noisy_tenant(
     })
 }
 
+/// The job type of every job of the run, the noisy tenant's and the quiet
+/// ones': no-op jobs, or jobs that work `noisy_job_work` each.
+fn job_type(config: &BenchConfig) -> &'static str {
+    if config.noisy_job_work.is_zero() {
+        NOOP_JOB
+    } else {
+        WORKING_JOB
+    }
+}
+
 /// The quiet tenants' jobs, one per tick in turn, open loop, for
 /// `rate_duration`.
 async fn quiet_arrivals(pool: &PgPool, queue: &str, config: &BenchConfig) -> Result<Arrivals> {
     let rate = config.quiet_tenant_rate.max(1) * QUIET_TENANTS.len() as u32;
     arrivals_of(pool, rate, config.rate_duration, |i| {
-        NewJob::new("bench_noop", serde_json::json!({ "i": i }))
+        NewJob::new(job_type(config), serde_json::json!({ "i": i }))
             .with_queue(queue)
             .with_tenant(QUIET_TENANTS[i % QUIET_TENANTS.len()])
     })

@@ -59,6 +59,11 @@ pub struct BenchConfig {
     pub quiet_tenant_rate: u32,
     /// The tenant cap of the "caps on" noisy-tenant run.
     pub noisy_tenant_cap: u32,
+    /// How long each job of the noisy-tenant runs works, holding its slot
+    /// (zero: no-op jobs, as in every other run). A cap's own cost shows
+    /// against no-op jobs; what it costs a queue whose jobs do work shows
+    /// only with work.
+    pub noisy_job_work: Duration,
     /// Bytes of filler in each job's payload.
     pub payload_bytes: usize,
     /// Jobs (and business rows) per transaction in the batched end-to-end run.
@@ -100,6 +105,7 @@ impl Default for BenchConfig {
             noisy_jobs: 0,
             quiet_tenant_rate: 10,
             noisy_tenant_cap: 48,
+            noisy_job_work: Duration::ZERO,
             payload_bytes: 100,
             enqueue_batch: 100,
             relay_batch_size: RelayConfig::default().batch_size,

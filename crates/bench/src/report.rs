@@ -217,9 +217,10 @@ fn noisy_tenant_runs(out: &mut String, reports: &[PathReport]) {
     }
     let _ = writeln!(
         out,
-        "\n{:<10} {:>5} {:>7} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>5}",
+        "\n{:<10} {:>5} {:>7} {:>7} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>5}",
         "noisy",
         "cap",
+        "job ms",
         "noisy",
         "quiet",
         "quiet p50",
@@ -238,10 +239,11 @@ fn noisy_tenant_runs(out: &mut String, reports: &[PathReport]) {
                 |value: Option<f64>| value.map_or_else(|| "-".to_owned(), |v| format!("{v:.1}"));
             let _ = writeln!(
                 out,
-                "{:<10} {:>5} {:>7} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>10.0} {:>10} {:>9} {:>9} {:>9} {:>5}",
+                "{:<10} {:>5} {:>7} {:>7} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>10.0} {:>10} {:>9} {:>9} {:>9} {:>5}",
                 report.path,
                 run.tenant_cap
                     .map_or_else(|| "off".to_owned(), |cap| cap.to_string()),
+                run.job_ms,
                 run.noisy_jobs,
                 run.quiet_jobs,
                 run.quiet_start_p50_ms,
@@ -257,7 +259,7 @@ fn noisy_tenant_runs(out: &mut String, reports: &[PathReport]) {
         }
     }
     out.push_str(
-        "\nnoisy = one tenant's backlog enqueued at once; quiet = ten other tenants arriving at a steady rate while it drains, their arrival (the tick each was due) -> handler start in ms; noisy/s = the backlog's jobs per second; cap = the queue's running-jobs cap per tenant; slot = with a cap, how long a slot the noisy tenant freed stayed empty before its next job started (its completion's timestamp -> the next job's handler start, ms)\n",
+        "\nnoisy = one tenant's backlog enqueued at once; quiet = ten other tenants arriving at a steady rate while it drains, their arrival (the tick each was due) -> handler start in ms; noisy/s = the backlog's jobs per second; cap = the queue's running-jobs cap per tenant; job ms = how long each job's handler works (0: no-op jobs); slot = with a cap, how long a slot the noisy tenant freed stayed empty before its next job started (its completion's timestamp -> the next job's handler start, ms)\n",
     );
 }
 

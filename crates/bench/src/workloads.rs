@@ -51,7 +51,7 @@ async fn enqueue_up_front(
         config,
         format!("enqueueing on {queue}"),
         Commit::EachBatch,
-        |i| NewJob::new("bench_noop", payload(config, i)).with_queue(queue),
+        |i| NewJob::new(crate::harness::NOOP_JOB, payload(config, i)).with_queue(queue),
     )
     .await
 }
@@ -127,7 +127,10 @@ pub async fn end_to_end(
                 let end = (start + per_transaction).min(first + count);
                 let orders: Vec<Uuid> = (start..end).map(|_| Uuid::now_v7()).collect();
                 let jobs: Vec<NewJob> = (start..end)
-                    .map(|i| NewJob::new("bench_noop", payload(&config, i)).with_queue(&queue))
+                    .map(|i| {
+                        NewJob::new(crate::harness::NOOP_JOB, payload(&config, i))
+                            .with_queue(&queue)
+                    })
                     .collect();
                 let mut tx = pool.begin().await?;
                 sqlx::query("INSERT INTO bench_orders (id) SELECT * FROM unnest($1::uuid[])")
@@ -190,7 +193,7 @@ async fn arrivals(
     config: &BenchConfig,
 ) -> Result<Arrivals> {
     arrivals_of(pool, rate, duration, |i| {
-        NewJob::new("bench_noop", payload(config, i)).with_queue(queue)
+        NewJob::new(crate::harness::NOOP_JOB, payload(config, i)).with_queue(queue)
     })
     .await
 }

@@ -35,6 +35,9 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
         .args(["--urgent-rate", "10"])
         .args(["--e2e-runs", "2", "--commit-probe-seconds", "1"])
         .args(["--noisy-jobs", "300", "--quiet-tenant-rate", "5"])
+        // The noisy-tenant runs' jobs work (wait) 5 ms each; every other
+        // run's jobs are no-ops.
+        .args(["--noisy-job-ms", "5"])
         // A run that stalls fails with the name of the run, not a hang.
         .args(["--timeout-seconds", "180"])
         // Keep the jobs, for the check of the table below.
@@ -115,6 +118,7 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
         );
         for run in noisy {
             assert_eq!(run["quiet_jobs"], 100, "{result}");
+            assert_eq!(run["job_ms"], 5, "{result}");
             assert_eq!(run["lost_or_repeated"], 0, "{result}");
             assert!(
                 run["noisy_drain_per_second"].as_f64().unwrap() > 0.0,
@@ -214,6 +218,17 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
     let expected =
         4 * (400 + 3 * 300 + 100 + 300 + 20 + noisy) + (4 * 100 + 100 + 300 + 20 + noisy);
     assert_eq!((jobs, good), (expected, expected));
+    // The noisy-tenant runs' jobs (the only ones with a tenant) worked:
+    // each finished at least 5 ms after its claim, which comes before its
+    // handler starts.
+    let (with_tenant, worked): (i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(*) FILTER (WHERE finished_at - heartbeat_at >= interval '5 milliseconds')
+         FROM jobs WHERE tenant IS NOT NULL",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!((with_tenant, worked), (5 * noisy, 5 * noisy));
     let outbox_left: i64 = sqlx::query_scalar("SELECT count(*) FROM job_outbox")
         .fetch_one(&pool)
         .await

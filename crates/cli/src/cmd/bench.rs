@@ -63,6 +63,11 @@ pub(crate) struct BenchArgs {
     /// (default: three quarters of --workers).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     noisy_tenant_cap: Option<u32>,
+    /// How long each job of the noisy-tenant runs works, in milliseconds:
+    /// its handler waits that long, holding its slot (0: no-op jobs, as in
+    /// every other run).
+    #[arg(long, default_value_t = 0)]
+    noisy_job_ms: u64,
     /// Seconds of the plain commit-rate probe (pgbench with as many clients
     /// as producers) before the single-job runs; 0 skips it.
     #[arg(long, default_value_t = 5)]
@@ -178,6 +183,7 @@ pub(crate) async fn bench(pool: PgPool, args: BenchArgs) -> Result<()> {
                 .unwrap_or(u32::MAX)
                 .max(1)
         }),
+        noisy_job_work: Duration::from_millis(args.noisy_job_ms),
         payload_bytes: args.payload_bytes,
         rate_duration: Duration::from_secs(args.rate_seconds),
         urgent_rate: args.urgent_rate,
