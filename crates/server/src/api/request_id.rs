@@ -33,7 +33,8 @@ fn acceptable(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
 }
 
-/// The middleware: assign the id, run the request inside its span, log it.
+/// The middleware: assign the id, run the request inside its span, log it
+/// (a failure at info, a success at debug).
 pub(crate) async fn with_request_id(request: Request, next: Next) -> Response {
     let request_id = request
         .headers()
@@ -53,12 +54,18 @@ pub(crate) async fn with_request_id(request: Request, next: Next) -> Response {
         .scope(request_id.clone(), next.run(request))
         .instrument(span.clone())
         .await;
+    // A failure's line is what its request id leads an operator to, so it
+    // is logged at info. A request that succeeded is logged at debug
+    // (RUST_LOG=info,jobwire_server::api::request_id=debug logs every
+    // request): at thousands of requests a second its line cost the server
+    // a share of the enqueue rate and buried the failures.
     span.in_scope(|| {
-        tracing::info!(
-            status = response.status().as_u16(),
-            elapsed = ?started.elapsed(),
-            "request"
-        );
+        let (status, elapsed) = (response.status().as_u16(), started.elapsed());
+        if status >= 400 {
+            tracing::info!(status, ?elapsed, "request");
+        } else {
+            tracing::debug!(status, ?elapsed, "request");
+        }
     });
     if let Ok(value) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert(REQUEST_ID_HEADER, value);
@@ -78,5 +85,67 @@ mod tests {
         assert!(!acceptable("a b"));
         assert!(!acceptable("<script>"));
         assert!(!acceptable(&"x".repeat(129)));
+    }
+
+    /// The log lines written while `max_level` is on, for one request that
+    /// succeeds and one that fails, each over a real socket.
+    async fn request_lines(max_level: tracing::Level) -> String {
+        #[derive(Clone, Default)]
+        struct Lines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Lines {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(max_level)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        // The test's runtime has one thread, which serves the requests too.
+        let _logging = tracing::subscriber::set_default(subscriber);
+        let app = axum::Router::new()
+            .route("/ok", axum::routing::get(|| async { "fine" }))
+            .layer(axum::middleware::from_fn(with_request_id));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let client = reqwest::Client::new();
+        for (path, id, status) in [("ok", "id-good", 200), ("missing", "id-bad", 404)] {
+            let response = client
+                .get(format!("http://{address}/{path}"))
+                .header(&REQUEST_ID_HEADER, id)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status().as_u16(), status);
+            assert_eq!(response.headers()[&REQUEST_ID_HEADER], id);
+        }
+        String::from_utf8(lines.0.lock().unwrap().clone()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_failed_request_is_logged_at_info_and_a_successful_one_at_debug() {
+        let info = request_lines(tracing::Level::INFO).await;
+        assert!(
+            info.lines()
+                .any(|line| line.contains("request_id=id-bad") && line.contains("status=404")),
+            "{info}"
+        );
+        assert!(!info.contains("id-good"), "{info}");
+        let debug = request_lines(tracing::Level::DEBUG).await;
+        assert!(
+            debug
+                .lines()
+                .any(|line| line.contains("request_id=id-good") && line.contains("status=200")),
+            "{debug}"
+        );
+        assert!(debug.contains("request_id=id-bad"), "{debug}");
     }
 }
