@@ -12,6 +12,9 @@
 #   DB=capx BIN=target/release/jobwire EXTRA="--completion-linger-ms 0" \
 #       docs/bench/capped-drain-by-hand.sh
 #
+# JOB and PAYLOAD set tenant A's jobs' type and payload (default `noop`,
+# `{}`): JOB=sleep PAYLOAD='{"ms":10}' gives each job 10 ms of work.
+#
 # SETUP_SQL=file runs that file after the migrations (e.g.
 # docs/bench/row-triggers-before.sql).
 #
@@ -33,6 +36,8 @@ BIN=${BIN:-target/release/jobwire}
 DB=${DB:-jobwire_capped_by_hand}
 N=${N:-100000}
 CAP=${CAP:-48}
+JOB=${JOB:-noop}
+PAYLOAD=${PAYLOAD:-'{}'}
 QUIET_S=${QUIET_S:-0}
 PSQL=(psql -h 127.0.0.1 -U postgres -X -q)
 "${PSQL[@]}" -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" 2>/dev/null
@@ -43,8 +48,8 @@ if [[ -n ${SETUP_SQL:-} ]]; then
 fi
 "$BIN" tenant set noisy --max-running "$CAP" >/dev/null
 "${PSQL[@]}" -d "$DB" \
-    -c "INSERT INTO jobs (job_id, queue, job_type, tenant)
-        SELECT jobwire_uuidv7(), 'noisy', 'noop', 'A' FROM generate_series(1, $N)" \
+    -c "INSERT INTO jobs (job_id, queue, job_type, tenant, payload)
+        SELECT jobwire_uuidv7(), 'noisy', '$JOB', 'A', '$PAYLOAD'::jsonb FROM generate_series(1, $N)" \
     -c "INSERT INTO job_tenant_slots (queue, tenant, slot)
         SELECT 'noisy', 'seen-' || t, s
         FROM generate_series(1, ${SEEN_TENANTS:-0}) t, generate_series(1, 20) s" \
