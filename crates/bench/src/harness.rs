@@ -47,6 +47,9 @@ pub(crate) struct HandlerRuns {
     /// The first run's start, on the wall clock (the claim's timestamp is
     /// taken before the job reaches a handler).
     pub(crate) first_start: DateTime<Utc>,
+    /// How long the handler's first run took, once it returned (timed for
+    /// jobs that work only).
+    first_run: Option<Duration>,
 }
 
 /// The job type of the bench's jobs that do nothing.
@@ -63,18 +66,30 @@ fn registry(runs: &Runs, work: Duration) -> HandlerRegistry {
             let runs = runs.clone();
             async move {
                 let started = Utc::now();
-                runs.lock()
-                    .entry(ctx.job_id())
-                    .or_insert(HandlerRuns {
+                let clock = Instant::now();
+                let first = {
+                    let mut runs = runs.lock();
+                    let job = runs.entry(ctx.job_id()).or_insert(HandlerRuns {
                         runs: 0,
                         first_start: started,
-                    })
-                    .runs += 1;
+                        first_run: None,
+                    });
+                    job.runs += 1;
+                    job.runs == 1
+                };
                 // A job that waits, as one waiting on an API or a disk
                 // does: it holds its slot (and its tenant's) without the
                 // CPU the database and the worker share.
                 if !work.is_zero() {
                     tokio::time::sleep(work).await;
+                }
+                // Timed only for jobs that work: a run's no-op jobs (its
+                // warm-up) would otherwise be its shortest.
+                if first
+                    && !work.is_zero()
+                    && let Some(job) = runs.lock().get_mut(&ctx.job_id())
+                {
+                    job.first_run = Some(clock.elapsed());
                 }
                 Ok(())
             }
@@ -393,6 +408,16 @@ impl Runs {
             .collect()
     }
 
+    /// The shortest first run of a job that works (`--noisy-job-ms`), in
+    /// ms; `None` when no such job returned.
+    pub(crate) fn shortest_run_ms(&self) -> Option<f64> {
+        self.lock()
+            .values()
+            .filter_map(|runs| runs.first_run)
+            .map(|run| run.as_secs_f64() * 1000.0)
+            .min_by(f64::total_cmp)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, HandlerRuns>> {
         self.0
             .lock()
@@ -562,6 +587,7 @@ mod tests {
             HandlerRuns {
                 runs: times,
                 first_start: Utc::now(),
+                first_run: None,
             },
         );
     }

@@ -34,6 +34,9 @@ pub struct NoisyTenant {
     pub noisy_jobs: usize,
     /// How long each job's handler works (waits), ms; 0: no-op jobs.
     pub job_ms: u64,
+    /// The shortest handler run of the run's jobs, ms, as the handlers
+    /// timed themselves (at least `job_ms`); `None` for no-op jobs.
+    pub shortest_job_ms: Option<f64>,
     /// Jobs of the quiet tenants, arriving while it drains.
     pub quiet_jobs: i64,
     /// Quiet tenants' arrival (the tick each was due) -> handler start,
@@ -205,6 +208,7 @@ pub async fn noisy_tenant(
         tenant_cap,
         noisy_jobs: config.noisy_jobs,
         job_ms: u64::try_from(config.noisy_job_work.as_millis()).unwrap_or(u64::MAX),
+        shortest_job_ms: runs.shortest_run_ms(),
         quiet_jobs: quiet_latency.jobs,
         quiet_start_p50_ms: quiet_latency.start_p50_ms,
         quiet_start_p95_ms: quiet_latency.start_p95_ms,

@@ -119,6 +119,8 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
         for run in noisy {
             assert_eq!(run["quiet_jobs"], 100, "{result}");
             assert_eq!(run["job_ms"], 5, "{result}");
+            // Every handler of the run worked that long (as it timed itself).
+            assert!(run["shortest_job_ms"].as_f64().unwrap() >= 5.0, "{result}");
             assert_eq!(run["lost_or_repeated"], 0, "{result}");
             assert!(
                 run["noisy_drain_per_second"].as_f64().unwrap() > 0.0,
@@ -218,17 +220,6 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
     let expected =
         4 * (400 + 3 * 300 + 100 + 300 + 20 + noisy) + (4 * 100 + 100 + 300 + 20 + noisy);
     assert_eq!((jobs, good), (expected, expected));
-    // The noisy-tenant runs' jobs (the only ones with a tenant) worked:
-    // each finished at least 5 ms after its claim, which comes before its
-    // handler starts.
-    let (with_tenant, worked): (i64, i64) = sqlx::query_as(
-        "SELECT count(*), count(*) FILTER (WHERE finished_at - heartbeat_at >= interval '5 milliseconds')
-         FROM jobs WHERE tenant IS NOT NULL",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    assert_eq!((with_tenant, worked), (5 * noisy, 5 * noisy));
     let outbox_left: i64 = sqlx::query_scalar("SELECT count(*) FROM job_outbox")
         .fetch_one(&pool)
         .await
@@ -238,13 +229,14 @@ async fn the_bench_harness_runs_every_path_without_losing_a_job() {
     db.drop_database().await;
 }
 
-/// Run `jobwire ARGS` against `db` (logging at info); the JSON it printed,
-/// once it succeeded, and its log.
+/// Run `jobwire ARGS` against `db` (logging at info, and every API request
+/// the process serves, which a success is logged at debug); the JSON it
+/// printed, once it succeeded, and its log.
 async fn jobwire_json(db: &FreshDatabase, args: &[&str]) -> (serde_json::Value, String) {
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_jobwire"))
         .args(args)
         .env("DATABASE_URL", &db.url)
-        .env("RUST_LOG", "info")
+        .env("RUST_LOG", "info,jobwire_server::api::request_id=debug")
         .output()
         .await
         .unwrap();
