@@ -55,10 +55,10 @@ pub(crate) async fn with_request_id(request: Request, next: Next) -> Response {
         .instrument(span.clone())
         .await;
     // A failure's line is what its request id leads an operator to, so it
-    // is logged at info. A request that succeeded is logged at debug
-    // (RUST_LOG=info,jobwire_server::api::request_id=debug logs every
-    // request): at thousands of requests a second its line cost the server
-    // a share of the enqueue rate and buried the failures.
+    // is logged at info. A request that succeeded is logged at debug: a line
+    // for each of thousands of requests a second buried the failures.
+    // `RUST_LOG=info,lapin=off,rdkafka=off,librdkafka=off,jobwire_server::api::request_id=debug`
+    // logs every request.
     span.in_scope(|| {
         let (status, elapsed) = (response.status().as_u16(), started.elapsed());
         if status >= 400 {
@@ -88,7 +88,8 @@ mod tests {
     }
 
     /// The log lines written while `max_level` is on, for one request that
-    /// succeeds and one that fails, each over a real socket.
+    /// succeeds and two that fail (a 429 and a 404), each over a real
+    /// socket.
     async fn request_lines(max_level: tracing::Level) -> String {
         #[derive(Clone, Default)]
         struct Lines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
@@ -112,12 +113,20 @@ mod tests {
         let _logging = tracing::subscriber::set_default(subscriber);
         let app = axum::Router::new()
             .route("/ok", axum::routing::get(|| async { "fine" }))
+            .route(
+                "/full",
+                axum::routing::get(|| async { axum::http::StatusCode::TOO_MANY_REQUESTS }),
+            )
             .layer(axum::middleware::from_fn(with_request_id));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         let client = reqwest::Client::new();
-        for (path, id, status) in [("ok", "id-good", 200), ("missing", "id-bad", 404)] {
+        for (path, id, status) in [
+            ("ok", "id-good", 200),
+            ("full", "id-full", 429),
+            ("missing", "id-bad", 404),
+        ] {
             let response = client
                 .get(format!("http://{address}/{path}"))
                 .header(&REQUEST_ID_HEADER, id)
@@ -139,6 +148,12 @@ mod tests {
             "{info}"
         );
         assert!(!info.contains("id-good"), "{info}");
+        // A refusal is a failure: an enqueue limit's 429 keeps its line.
+        assert!(
+            info.lines()
+                .any(|line| line.contains("request_id=id-full") && line.contains("status=429")),
+            "{info}"
+        );
         let debug = request_lines(tracing::Level::DEBUG).await;
         assert!(
             debug
