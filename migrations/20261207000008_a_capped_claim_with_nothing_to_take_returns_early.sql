@@ -7,8 +7,8 @@
 -- those polls find nothing, and each still ran the capped claim's main
 -- statement, which is planned at each call (migration 20261207000002):
 -- with 10 ms jobs under a cap of 48, one worker ran 737 capped claims for
--- 208 rounds of the cap, at 4 ms each (docs/benchmarks.md, "A cap when the
--- jobs work").
+-- 208 rounds of the cap, at 4 ms each with every statement logged
+-- (docs/benchmarks.md, "A cap when the jobs work").
 --
 -- When the claim has locked no free slot, no waiting tenant is uncapped,
 -- no job without a tenant is due and the queue is not a broker's (whose

@@ -316,6 +316,45 @@ async fn an_override_and_an_uncapped_queue_and_tenantless_jobs(pool: PgPool) {
     assert_eq!(rest.len(), 6);
 }
 
+/// A capped claim that finds every capped tenant at its cap takes nothing
+/// (and returns before its main statement, migration 20261207000008),
+/// but still takes a tenantless job or an uncapped tenant's job that waits
+/// beside them.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_claim_past_a_full_tenant_still_takes_tenantless_and_uncapped_jobs(pool: PgPool) {
+    // Only tenant `a` is capped (an override, no default for the queue).
+    jobwire_core::set_tenant_cap(&pool, "q", Some("a"), Some(2))
+        .await
+        .unwrap();
+    let a = enqueue_for(&pool, "q", "a", 4).await;
+    let claim = || jobwire_core::claim_batch(&pool, "q", "w", 50, LEASE);
+    let ids = |jobs: Vec<jobwire_core::ClaimedJob>| -> Vec<Uuid> {
+        let mut ids: Vec<Uuid> = jobs.iter().map(|job| job.lease.job_id).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(
+        ids(claim().await.unwrap()),
+        a[..2].to_vec(),
+        "a up to its cap"
+    );
+    assert!(
+        claim().await.unwrap().is_empty(),
+        "a at its cap, nothing else"
+    );
+
+    let tenantless =
+        jobwire_test_support::enqueue_ids(&pool, &[NewJob::new("work", json!({})).with_queue("q")])
+            .await
+            .unwrap();
+    assert_eq!(ids(claim().await.unwrap()), tenantless, "a tenantless job");
+
+    let b = enqueue_for(&pool, "q", "b", 1).await;
+    assert_eq!(ids(claim().await.unwrap()), b, "an uncapped tenant's job");
+    assert!(claim().await.unwrap().is_empty());
+    assert_eq!(held_slots(&pool, "q").await, 2);
+}
+
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_broker_queue_wakes_a_capped_tenant_one_slot_at_a_time(pool: PgPool) {
     capped_broker_queue(&pool, 2).await;
