@@ -13,7 +13,9 @@
 #       docs/bench/capped-drain-by-hand.sh
 #
 # JOB and PAYLOAD set tenant A's jobs' type and payload (default `noop`,
-# `{}`): JOB=sleep PAYLOAD='{"ms":10}' gives each job 10 ms of work.
+# `{}`): JOB=sleep PAYLOAD='{"ms":10}' gives each job 10 ms of work. The
+# worker renews its leases every 10 s, which sets `heartbeat_at` too: in a
+# drain longer than that, a renewal shows as one more "claim" below.
 #
 # SETUP_SQL=file runs that file after the migrations (e.g.
 # docs/bench/row-triggers-before.sql).
@@ -49,7 +51,8 @@ fi
 "$BIN" tenant set noisy --max-running "$CAP" >/dev/null
 "${PSQL[@]}" -d "$DB" \
     -c "INSERT INTO jobs (job_id, queue, job_type, tenant, payload)
-        SELECT jobwire_uuidv7(), 'noisy', '$JOB', 'A', '$PAYLOAD'::jsonb FROM generate_series(1, $N)" \
+        SELECT jobwire_uuidv7(), 'noisy', '${JOB//\'/\'\'}', 'A', '${PAYLOAD//\'/\'\'}'::jsonb
+        FROM generate_series(1, $N)" \
     -c "INSERT INTO job_tenant_slots (queue, tenant, slot)
         SELECT 'noisy', 'seen-' || t, s
         FROM generate_series(1, ${SEEN_TENANTS:-0}) t, generate_series(1, 20) s" \
