@@ -80,16 +80,13 @@ fn registry(runs: &Runs, work: Duration) -> HandlerRegistry {
                 // A job that waits, as one waiting on an API or a disk
                 // does: it holds its slot (and its tenant's) without the
                 // CPU the database and the worker share.
-                if !work.is_zero() {
-                    tokio::time::sleep(work).await;
-                }
                 // Timed only for jobs that work: a run's no-op jobs (its
                 // warm-up) would otherwise be its shortest.
-                if first
-                    && !work.is_zero()
-                    && let Some(job) = runs.lock().get_mut(&ctx.job_id())
-                {
-                    job.first_run = Some(clock.elapsed());
+                if !work.is_zero() {
+                    tokio::time::sleep(work).await;
+                    if first && let Some(job) = runs.lock().get_mut(&ctx.job_id()) {
+                        job.first_run = Some(clock.elapsed());
+                    }
                 }
                 Ok(())
             }
