@@ -1453,6 +1453,36 @@ async fn enqueue_limits_over_http(pool: PgPool) {
     let (_, listed) = parts(api.get("/jobs?limit=100", &api.read).send().await.unwrap()).await;
     assert_eq!(listed["jobs"].as_array().unwrap().len(), 5, "{listed}");
 
+    // Each refusal is counted on /metrics, by queue and by the limit that
+    // refused it (no other test of this binary sets enqueue limits).
+    let metrics = api
+        .get("/metrics", &api.read)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let refused = |queue: &str, limit: &str| -> Option<f64> {
+        metrics.lines().find_map(|line| {
+            let rest = line.strip_prefix("jobwire_api_enqueues_refused_total{")?;
+            let (labels, value) = rest.split_once("} ")?;
+            let mut labels: Vec<&str> = labels.split(',').collect();
+            labels.sort_unstable();
+            let wanted = [format!("limit=\"{limit}\""), format!("queue=\"{queue}\"")];
+            (labels == wanted).then(|| value.parse().unwrap())
+        })
+    };
+    assert_eq!(refused("imports", "shed"), Some(1.0), "{metrics}");
+    assert_eq!(refused("imports", "max_queued"), Some(1.0), "{metrics}");
+    assert_eq!(refused("other", "enqueue_rate"), Some(1.0), "{metrics}");
+    assert_eq!(
+        refused("other", "tenant_max_queued"),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(refused("imports", "enqueue_rate"), None, "{metrics}");
+
     // Bad bodies: a clear 400, nothing changed.
     // Each names the field at fault as the API spells it.
     for (path, body, field) in [

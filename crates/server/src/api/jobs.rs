@@ -400,7 +400,11 @@ pub(crate) async fn enqueue_job(
         .get(header::CONTENT_LENGTH)
         .and_then(|length| length.to_str().ok()?.parse().ok())
         .unwrap_or(super::BODY_LIMIT_BYTES);
-    let (job, enqueued) = state.enqueues.enqueue(job, bytes).await?;
+    let (job, enqueued) = state
+        .enqueues
+        .enqueue(job, bytes)
+        .await
+        .inspect_err(super::refusals::count)?;
     if enqueued.duplicate {
         // The job that holds the key may have moved on since it was
         // written: read it.

@@ -22,6 +22,7 @@ pub(crate) mod jobs;
 mod limits;
 mod metrics;
 mod queues;
+pub(crate) mod refusals;
 pub(crate) mod request_id;
 mod schedules;
 mod tenants;

@@ -1,4 +1,4 @@
-//! Prometheus metrics. The workers and the relay record through the
+//! Prometheus metrics. The workers, the relay and the API record through the
 //! `metrics` facade; this module installs the process's Prometheus recorder
 //! (once: it is process-wide), renders the text exposition `/metrics`
 //! serves, and runs the [`DatabaseCollector`] that turns what the database
@@ -62,6 +62,7 @@ impl Metrics {
                     .map_err(|err| err.to_string())?;
                 let metrics = Metrics { handle: recorder };
                 names::describe();
+                crate::api::refusals::describe();
                 jobwire_consumer::metrics::describe();
                 jobwire_relay::metrics::describe();
                 let upkeep = metrics.handle.clone();
