@@ -404,7 +404,7 @@ pub(crate) async fn enqueue_job(
         .enqueues
         .enqueue(job, bytes)
         .await
-        .inspect_err(super::refusals::count)?;
+        .inspect_err(super::refusals::count_if_refused)?;
     if enqueued.duplicate {
         // The job that holds the key may have moved on since it was
         // written: read it.

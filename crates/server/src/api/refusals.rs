@@ -20,8 +20,9 @@ pub(crate) fn describe() {
     );
 }
 
-/// Count `err` if it is an enqueue limit's refusal.
-pub(crate) fn count(err: &jobwire_core::Error) {
+/// Count `err` if it is an enqueue limit's refusal; any other error is
+/// not counted.
+pub(crate) fn count_if_refused(err: &jobwire_core::Error) {
     use jobwire_core::{Error, FullReason};
     let (queue, limit) = match err {
         Error::QueueFull { reason, queue, .. } => (
@@ -30,6 +31,8 @@ pub(crate) fn count(err: &jobwire_core::Error) {
                 FullReason::Queue => "max_queued",
                 FullReason::Tenant => "tenant_max_queued",
                 FullReason::Shed => "shed",
+                // A reason added later keeps the database's own spelling
+                // until it is given a label here (and in docs/operations.md).
                 other => other.as_str(),
             },
         ),
