@@ -1872,15 +1872,20 @@ async fn metrics_text(api: &Api) -> String {
 
 /// The refusals `metrics` counts for `queue` and `limit` (0 when none).
 fn refused(metrics: &str, queue: &str, limit: &str) -> f64 {
-    let wanted = [format!("limit=\"{limit}\""), format!("queue=\"{queue}\"")];
-    metrics
-        .lines()
-        .find_map(|line| {
-            let rest = line.strip_prefix("jobwire_api_enqueues_refused_total{")?;
-            let (labels, value) = rest.split_once("} ")?;
-            let mut labels: Vec<&str> = labels.split(',').collect();
-            labels.sort_unstable();
-            (labels == wanted).then(|| value.parse().unwrap())
+    let lines = metrics.lines().map(|line| Ok(line.to_owned()));
+    let scrape = prometheus_parse::Scrape::parse(lines).expect("the exposition parses");
+    scrape
+        .samples
+        .iter()
+        .find(|sample| {
+            sample.metric == "jobwire_api_enqueues_refused_total"
+                && sample.labels.get("queue") == Some(queue)
+                && sample.labels.get("limit") == Some(limit)
         })
-        .unwrap_or(0.0)
+        .map_or(0.0, |sample| match sample.value {
+            prometheus_parse::Value::Counter(value) | prometheus_parse::Value::Untyped(value) => {
+                value
+            }
+            ref other => panic!("not a counter: {other:?}"),
+        })
 }
