@@ -46,11 +46,12 @@ pub use store::{
     job_audit_trail, job_status, lease_expiries_since, list_api_tokens, list_jobs, list_schedules,
     max_payload_bytes, outbox_dead_groups, outbox_lag, parse_api_token, put_schedule,
     queue_dispatch, queue_is_known, queue_limits, queue_overview, queues_sharing_topics,
-    reconcile_wake_ups, release_handed_slots, replay_dead, replay_dead_in_batches, replay_dead_job,
-    replay_dead_job_and_read, replay_outbox_dead, request_cancel, resume_queue, revoke_api_token,
-    set_max_payload_bytes, set_queue_dispatch, set_queue_limits, set_queue_paused,
-    set_schedule_paused, set_tenant_cap, set_tenant_limits, sweep_expired_leases, tenant_caps,
-    trim_side_table, validate_queue, validate_schedule_name, validate_tenant,
+    queues_with_tenant_limits, reconcile_wake_ups, release_handed_slots, replay_dead,
+    replay_dead_in_batches, replay_dead_job, replay_dead_job_and_read, replay_outbox_dead,
+    request_cancel, resume_queue, revoke_api_token, set_max_payload_bytes, set_queue_dispatch,
+    set_queue_limits, set_queue_paused, set_schedule_paused, set_tenant_cap, set_tenant_limits,
+    sweep_expired_leases, tenant_caps, trim_side_table, validate_queue, validate_schedule_name,
+    validate_tenant,
 };
 pub use time_text::parse_time;
 pub use trace_context::{MAX_TRACESTATE_BYTES, TraceContext};

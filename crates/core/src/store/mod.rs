@@ -89,7 +89,7 @@ pub use schedules::{
 pub use settings::{PAYLOAD_CEILING_BYTES, max_payload_bytes, set_max_payload_bytes};
 pub use tenants::{
     TenantCap, TenantCaps, forget_idle_tenant_slots, hand_out_free_tenant_slots,
-    release_handed_slots, set_tenant_cap, tenant_caps, validate_tenant,
+    queues_with_tenant_limits, release_handed_slots, set_tenant_cap, tenant_caps, validate_tenant,
 };
 pub use tokens::{
     API_TOKEN_CHANNEL, ApiToken, CreatedToken, Scope, StoredApiToken, authenticate_api_token,

@@ -146,6 +146,17 @@ pub async fn tenant_caps(pool: &PgPool, queue: &str) -> Result<TenantCaps> {
     })
 }
 
+/// The queues with a per-tenant limit (a default, an override, or slot rows
+/// left from a cap), by name: the ones [`tenant_caps`] has something to say
+/// about.
+pub async fn queues_with_tenant_limits(pool: &PgPool) -> Result<Vec<String>> {
+    Ok(
+        sqlx::query_scalar(include_str!("../../sql/queues_with_tenant_limits.sql"))
+            .fetch_all(pool)
+            .await?,
+    )
+}
+
 /// Hand the free slots of every capped tenant with a due job that holds no
 /// slot, on broker queues not paused, to its next due jobs, with wake-ups
 /// (the reconciler's pass: slots normally hand themselves on when a job
