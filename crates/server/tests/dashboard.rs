@@ -4,7 +4,8 @@
 //! dead-letter group whose jobs then succeed, pause a queue and see it stop
 //! claiming, pause a schedule, log out and be refused. Then what must not
 //! happen: a job's `<script>` running, a read-only token changing anything,
-//! a form without its CSRF token being obeyed.
+//! a form without its CSRF token being obeyed. And the tenants of a capped
+//! queue: who holds its slots, who waits, and what each may do.
 //!
 //! Every page is also photographed at 1280×800 and 390×844 (see
 //! `browser/mod.rs` for where the screenshots go) and checked not to be
@@ -580,6 +581,7 @@ async fn a_read_only_token_changes_nothing_and_forms_need_their_csrf_token(pool:
         format!("/ui/jobs/{}/cancel", seeded.delayed),
         "/ui/queues/pause".to_owned(),
         "/ui/schedules/nightly-report/pause".to_owned(),
+        "/ui/tenants/cap".to_owned(),
     ] {
         browser.goto(&format!("{base}/ui")).await;
         browser.submit_by_script(&posted(action.clone())).await;
@@ -626,6 +628,275 @@ async fn a_read_only_token_changes_nothing_and_forms_need_their_csrf_token(pool:
     assert_eq!(browser.path().await, "/ui/queues/pause");
     assert!(browser.body_text().await.contains("403 CSRF_REJECTED"));
     assert!(!queue_paused(&pool, "default").await);
+
+    browser.close().await;
+    node.stop().await.unwrap();
+}
+
+/// A worker and the HTTP server over `pool`, one node, working the capped
+/// queue `imports`: each `import` job waits at `gate` for a permit, so the
+/// jobs that started stay RUNNING until the test lets them finish.
+async fn start_import_node(
+    pool: &PgPool,
+    gate: Arc<tokio::sync::Semaphore>,
+) -> (RunningNode, String) {
+    let mut registry = HandlerRegistry::new();
+    registry.register("import", move |_ctx: JobContext| {
+        let gate = gate.clone();
+        async move {
+            let _permit = gate.acquire().await.expect("the gate stays open");
+            Ok(())
+        }
+    });
+    let worker = Worker::new(pool.clone(), registry, test_worker_config("imports", 8));
+    let http = HttpServer::bind("127.0.0.1:0".parse().unwrap(), pool.clone())
+        .await
+        .unwrap();
+    let base = format!("http://{}", http.local_addr().unwrap());
+    let node = Node::new(pool.clone())
+        .with_worker(worker)
+        .with_http(http)
+        .start()
+        .unwrap();
+    (node, base)
+}
+
+/// The `data-tenant` of each row of queue `queue`'s tenants, in page order.
+async fn tenant_rows(browser: &Browser, queue: &str) -> Vec<String> {
+    let rows = browser
+        .client
+        .find_all(Locator::Css(&format!(
+            "section[data-queue='{queue}'] tbody tr[data-tenant]"
+        )))
+        .await
+        .unwrap();
+    let mut tenants = Vec::new();
+    for row in rows {
+        tenants.push(row.attr("data-tenant").await.unwrap().unwrap());
+    }
+    tenants
+}
+
+async fn running_in(pool: &PgPool, queue: &str) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM jobs WHERE queue = $1 AND state = 'RUNNING'")
+        .bind(queue)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn an_operator_sees_which_tenants_hold_a_capped_queue(pool: PgPool) {
+    use jobwire_core::{EnqueueRate, QueueLimits, Shedding, TenantLimits};
+
+    // Queue `imports`: 2 running per tenant by default, at most 100
+    // waiting, shedding from 50; tenant `acme` runs 1, keeps at most 2
+    // waiting and enqueues at most 100 a minute.
+    jobwire_core::set_tenant_cap(&pool, "imports", None, Some(2))
+        .await
+        .unwrap();
+    let queue_limits = QueueLimits {
+        max_queued: Some(100),
+        shed: Some(Shedding {
+            depth: 50,
+            priority: 0,
+        }),
+        ..QueueLimits::default()
+    };
+    jobwire_core::set_queue_limits(&pool, "imports", &queue_limits)
+        .await
+        .unwrap();
+    let acme = TenantLimits {
+        max_running: Some(1),
+        max_queued: Some(2),
+        enqueue_rate: Some(EnqueueRate {
+            jobs: 100,
+            per_seconds: 60,
+        }),
+    };
+    // Enqueued before the worker starts: 6 of `bulk-co`, 3 of `acme`, 1 of
+    // a tenant whose name is markup.
+    let mut jobs = Vec::new();
+    for (tenant, n) in [("bulk-co", 6), ("acme", 3), (HOSTILE_TITLE, 1)] {
+        for i in 0..n {
+            let job = NewJob::new("import", json!({"row": i}))
+                .with_queue("imports")
+                .with_tenant(tenant);
+            jobs.push(enqueue(&pool, job).await);
+        }
+    }
+    // Set after its enqueues: 3 waiting are over its own limit of 2.
+    jobwire_core::set_tenant_limits(&pool, "imports", Some("acme"), &acme)
+        .await
+        .unwrap();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let (mut node, base) = start_import_node(&pool, gate.clone()).await;
+    // The caps let 2 + 1 + 1 start, of the worker's 8 slots.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while running_in(&pool, "imports").await < 4 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "4 jobs never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let reader = token(&pool, "auditor", Scope::Read).await;
+    let browser = Browser::start(Screen::Laptop).await;
+    log_in(&browser, &base, &reader).await;
+    browser.click_link("Tenants").await;
+    assert_eq!(browser.path().await, "/ui/tenants");
+    let section = "section[data-queue='imports']";
+    let limits = browser.text(&format!("{section} .limits")).await;
+    assert_eq!(
+        limits,
+        "Each tenant: at most 2 running. The queue: at most 100 waiting. \
+         From 50 waiting, only jobs of priority 0 or more urgent (a lower number) are taken."
+    );
+    // The tenants their cap holds back first, the most jobs waiting first
+    // among them.
+    assert_eq!(
+        tenant_rows(&browser, "imports").await,
+        ["bulk-co", "acme", HOSTILE_TITLE]
+    );
+    let cell =
+        |tenant: &str, column: &str| format!("{section} tr[data-tenant='{tenant}'] td.{column}");
+    assert_eq!(
+        browser.text(&cell("bulk-co", "running")).await,
+        "2 of 2 at cap"
+    );
+    assert_eq!(browser.text(&cell("bulk-co", "waiting")).await, "4");
+    assert_eq!(browser.text(&cell("bulk-co", "rate")).await, "—");
+    assert_eq!(
+        browser.text(&cell("acme", "running")).await,
+        "1 of 1 (own) at cap"
+    );
+    assert_eq!(
+        browser.text(&cell("acme", "waiting")).await,
+        "2 of 2 (own) full"
+    );
+    assert_eq!(browser.text(&cell("acme", "rate")).await, "100/min (own)");
+    // The tenant named in markup reads as text, and nothing of it runs.
+    let title: String = browser.client.title().await.unwrap();
+    assert!(!title.contains("pwned"), "a script ran ({title})");
+    assert_eq!(
+        browser.count("script, b, i").await,
+        0,
+        "markup from a tenant"
+    );
+    assert!(browser.body_text().await.contains(HOSTILE_TITLE));
+    assert_eq!(
+        browser.count("form[method='post']").await,
+        1,
+        "a reader sees only the logout form"
+    );
+
+    // A tenant's name leads to its jobs on that queue.
+    browser
+        .click(&format!("{section} tr[data-tenant='bulk-co'] a"))
+        .await;
+    assert_eq!(browser.path().await, "/ui/jobs");
+    let url = browser.client.current_url().await.unwrap();
+    assert_eq!(url.query(), Some("queue=imports&tenant=bulk-co"));
+    assert_eq!(browser.count("#jobs tbody a.job-id").await, 6);
+
+    // The queue's row on the Queues page leads to its own tenants page; a
+    // queue without tenant limits there says so; a bad query is a readable
+    // 400.
+    browser.click_link("Queues").await;
+    browser
+        .click("#queues tr[data-queue='imports'] a.tenants")
+        .await;
+    let url = browser.client.current_url().await.unwrap();
+    assert_eq!(
+        (url.path(), url.query()),
+        ("/ui/tenants", Some("queue=imports"))
+    );
+    assert_eq!(tenant_rows(&browser, "imports").await.len(), 3);
+    browser
+        .goto(&format!("{base}/ui/tenants?queue=elsewhere"))
+        .await;
+    assert!(
+        browser
+            .body_text()
+            .await
+            .contains("Queue elsewhere has no tenant limits."),
+    );
+    browser
+        .goto(&format!("{base}/ui/tenants?tenant=acme"))
+        .await;
+    assert!(browser.body_text().await.contains("400 INVALID_QUERY"));
+
+    // An admin raises `bulk-co`'s cap from its row: two more of its jobs
+    // start. Then removes it: the default holds again, and the 4 running
+    // show over it.
+    browser.goto(&format!("{base}/ui")).await;
+    browser.click("form.who button").await;
+    let admin = token(&pool, "night-operator", Scope::Admin).await;
+    log_in(&browser, &base, &admin).await;
+    browser.click_link("Tenants").await;
+    let bulk_cap = format!("{section} tr[data-tenant='bulk-co'] form.cap");
+    browser
+        .fill(&format!("{bulk_cap} input[name='max_running']"), "4")
+        .await;
+    browser.click(&format!("{bulk_cap} button")).await;
+    assert!(browser.text(".notice").await.starts_with("Cap set"));
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while running_in(&pool, "imports").await < 6 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the raised cap started nothing"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    browser.goto(&format!("{base}/ui/tenants")).await;
+    assert_eq!(
+        browser.text(&cell("bulk-co", "running")).await,
+        "4 of 4 (own) at cap"
+    );
+    assert_eq!(browser.text(&cell("bulk-co", "waiting")).await, "2");
+    look(&browser, "tenants").await;
+    browser
+        .fill(&format!("{bulk_cap} input[name='max_running']"), "")
+        .await;
+    browser.click(&format!("{bulk_cap} button")).await;
+    assert!(
+        browser
+            .text(".notice")
+            .await
+            .starts_with("The tenant's own cap is removed")
+    );
+    assert_eq!(
+        browser.text(&cell("bulk-co", "running")).await,
+        "4 of 2 over cap"
+    );
+    let overrides: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM job_tenants WHERE tenant = 'bulk-co'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(overrides, 0, "the override row is gone");
+
+    let phone = Browser::start(Screen::Phone).await;
+    log_in(&phone, &base, &admin).await;
+    phone.goto(&format!("{base}/ui/tenants")).await;
+    look(&phone, "tenants").await;
+    phone.close().await;
+
+    // Let every job finish: the page follows.
+    gate.add_permits(jobs.len());
+    for id in &jobs {
+        wait_for_state(&pool, *id, JobState::Succeeded, WAIT)
+            .await
+            .unwrap();
+    }
+    // (The node runs no reconciler, whose sweep would forget `bulk-co`'s
+    // slot rows once it is idle.)
+    browser.goto(&format!("{base}/ui/tenants")).await;
+    assert_eq!(browser.text(&cell("bulk-co", "running")).await, "0 of 2");
+    assert_eq!(browser.text(&cell("bulk-co", "waiting")).await, "0");
+    assert_eq!(browser.text(&cell("acme", "running")).await, "0 of 1 (own)");
+    assert_eq!(browser.text(&cell("acme", "waiting")).await, "0 of 2 (own)");
 
     browser.close().await;
     node.stop().await.unwrap();

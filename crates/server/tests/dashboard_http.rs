@@ -349,6 +349,9 @@ async fn bad_input_on_pages_and_forms_is_a_clear_error_and_writes_nothing(pool: 
         ("/ui/jobs?queue=%20".to_owned(), 400, "INVALID_QUERY"),
         ("/ui/jobs?type=%C2%A0".to_owned(), 400, "INVALID_QUERY"),
         ("/ui/jobs?tenant=%20%09".to_owned(), 400, "INVALID_QUERY"),
+        ("/ui/tenants?queue=%20".to_owned(), 400, "INVALID_QUERY"),
+        ("/ui/tenants?queue=a%00b".to_owned(), 400, "INVALID_QUERY"),
+        ("/ui/tenants?bogus=1".to_owned(), 400, "INVALID_QUERY"),
         (
             "/ui/dead-letters/retry?type=x".to_owned(),
             400,
@@ -423,6 +426,42 @@ async fn bad_input_on_pages_and_forms_is_a_clear_error_and_writes_nothing(pool: 
             "INVALID_QUEUE",
         ),
         (
+            "/ui/tenants/cap".to_owned(),
+            with_csrf("&queue=imports&tenant=acme&max_running=0"),
+            400,
+            "INVALID_FIELD",
+        ),
+        (
+            "/ui/tenants/cap".to_owned(),
+            with_csrf("&queue=imports&tenant=acme&max_running=three"),
+            400,
+            "INVALID_FIELD",
+        ),
+        (
+            "/ui/tenants/cap".to_owned(),
+            with_csrf("&queue=imports&tenant=acme&max_running=1000000001"),
+            400,
+            "INVALID_FIELD",
+        ),
+        (
+            "/ui/tenants/cap".to_owned(),
+            with_csrf("&queue=imports&tenant=%20&max_running=3"),
+            400,
+            "INVALID_FIELD",
+        ),
+        (
+            "/ui/tenants/cap".to_owned(),
+            with_csrf("&queue=&tenant=acme&max_running=3"),
+            400,
+            "INVALID_QUEUE",
+        ),
+        (
+            "/ui/tenants/cap".to_owned(),
+            with_csrf("&queue=imports&tenant=acme&max_running=3&max_queued=9"),
+            400,
+            "INVALID_FORM",
+        ),
+        (
             "/ui/schedules/nope/pause".to_owned(),
             with_csrf(""),
             404,
@@ -457,7 +496,12 @@ async fn bad_input_on_pages_and_forms_is_a_clear_error_and_writes_nothing(pool: 
     assert_eq!(
         api.count("SELECT count(*) FROM job_queues").await,
         0,
-        "no queue paused"
+        "no queue paused, no cap set"
+    );
+    assert_eq!(
+        api.count("SELECT count(*) FROM job_tenants").await,
+        0,
+        "no tenant's cap set"
     );
 }
 

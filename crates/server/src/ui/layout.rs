@@ -13,16 +13,18 @@ pub(crate) enum Section {
     Jobs,
     DeadLetters,
     Queues,
+    Tenants,
     Schedules,
     /// Login and error pages.
     None,
 }
 
-const NAVIGATION: [(Section, &str, &str); 5] = [
+const NAVIGATION: [(Section, &str, &str); 6] = [
     (Section::Overview, "/ui", "Overview"),
     (Section::Jobs, "/ui/jobs", "Jobs"),
     (Section::DeadLetters, "/ui/dead-letters", "Dead letters"),
     (Section::Queues, "/ui/queues", "Queues"),
+    (Section::Tenants, "/ui/tenants", "Tenants"),
     (Section::Schedules, "/ui/schedules", "Schedules"),
 ];
 

@@ -32,6 +32,7 @@ mod overview;
 mod queues;
 mod schedules;
 mod session;
+mod tenants;
 
 /// Every page and form of the dashboard.
 pub(crate) fn routes() -> Router<ApiState> {
@@ -62,6 +63,8 @@ pub(crate) fn routes() -> Router<ApiState> {
         .route("/ui/schedules", get(schedules::list))
         .route("/ui/schedules/{name}/pause", post(schedules::pause))
         .route("/ui/schedules/{name}/resume", post(schedules::resume))
+        .route("/ui/tenants", get(tenants::list))
+        .route("/ui/tenants/cap", post(tenants::set_cap))
         .route("/ui/static/app.css", get(assets::stylesheet))
         // Static routes win over this one: anything else under /ui is a
         // page of its own saying so, not the API's JSON 404.

@@ -1,4 +1,7 @@
-//! `/ui/queues`: each queue's path and pause, and pausing or resuming it.
+//! `/ui/queues`: each queue's path and pause, and pausing or resuming it;
+//! a queue with tenant limits links to its tenants.
+
+use std::collections::HashSet;
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Redirect, Response};
@@ -11,6 +14,7 @@ use super::extract::UiForm;
 use super::format::{age, count, dispatch_path};
 use super::layout::{Section, page};
 use super::session::Viewer;
+use super::tenants::queue_href as tenants_href;
 use crate::api::ApiState;
 use crate::api::extract::check_queue_name;
 
@@ -29,6 +33,10 @@ pub(crate) struct QueueForm {
 /// `GET /ui/queues`.
 pub(crate) async fn list(viewer: Viewer, State(state): State<ApiState>) -> Result<Markup, UiError> {
     let queues = jobwire_core::queue_overview(&state.pool).await?;
+    let with_tenant_limits: HashSet<String> = jobwire_core::queues_with_tenant_limits(&state.pool)
+        .await?
+        .into_iter()
+        .collect();
     let admin = viewer.can(Scope::Admin);
     let body = html! {
         p.muted {
@@ -45,7 +53,12 @@ pub(crate) async fn list(viewer: Viewer, State(state): State<ApiState>) -> Resul
                 tbody {
                     @for queue in &queues {
                         tr data-queue=(queue.queue) {
-                            td data-label="Queue" { (queue.queue) }
+                            td.queue data-label="Queue" {
+                                (queue.queue)
+                                @if with_tenant_limits.contains(&queue.queue) {
+                                    br; a.tenants href=(tenants_href(&queue.queue)) { "tenants →" }
+                                }
+                            }
                             td data-label="Path" {
                                 (dispatch_path(queue))
                             }

@@ -1,0 +1,405 @@
+//! `/ui/tenants`: per queue with tenant limits, each tenant's running jobs
+//! against its cap, its waiting jobs against its limit, and its enqueue
+//! rate. The question at 3 a.m.: which tenant holds the slots, and who is
+//! waiting behind a cap. An admin can give a tenant a cap of its own there.
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Redirect, Response};
+use jobwire_core::{MAX_LIMIT, QueueLimits, Scope, TenantCap, TenantCaps};
+use maud::{Markup, html};
+use serde::Deserialize;
+
+use super::error::UiError;
+use super::extract::{UiForm, UiQuery, given};
+use super::format::count;
+use super::jobs::list_href;
+use super::layout::{Section, notice, page};
+use super::session::Viewer;
+use crate::api::ApiState;
+use crate::api::error::ApiError;
+use crate::api::extract::check_queue_name;
+
+/// Tenants shown per queue when every queue is on the page; the queue's own
+/// page shows them all.
+const SHOWN_PER_QUEUE: usize = 25;
+
+/// `?queue=`: one queue, every tenant of it; `done`: what the last change
+/// did.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TenantsQuery {
+    queue: Option<String>,
+    done: Option<String>,
+}
+
+/// A tenant's own cap, set from its row. The queue and the tenant ride in
+/// the form, not in the path: either may be `.` or `..`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CapForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    queue: String,
+    #[serde(default)]
+    tenant: String,
+    /// Empty: remove the tenant's own cap (the queue's default applies).
+    #[serde(default)]
+    max_running: String,
+}
+
+/// One queue's section: its own limits, and its tenants' caps.
+struct QueueTenants {
+    limits: QueueLimits,
+    caps: TenantCaps,
+}
+
+/// `/ui/tenants?queue=…`.
+pub(crate) fn queue_href(queue: &str) -> String {
+    queue_href_with(queue, &[])
+}
+
+/// `/ui/tenants?queue=…` and more pairs.
+fn queue_href_with(queue: &str, more: &[(&str, &str)]) -> String {
+    let mut query = url::form_urlencoded::Serializer::new(String::new());
+    query.append_pair("queue", queue);
+    for (name, value) in more {
+        query.append_pair(name, value);
+    }
+    format!("/ui/tenants?{}", query.finish())
+}
+
+/// Whether the tenant runs as many jobs as its cap allows (or more, after
+/// the cap was lowered): its next job waits for one of them to finish.
+fn at_cap(tenant: &TenantCap) -> bool {
+    tenant
+        .max_running
+        .is_some_and(|cap| tenant.running >= i64::from(cap))
+}
+
+/// Whether the cap holds the tenant back now: at its cap, with jobs
+/// waiting behind it.
+fn held_back(tenant: &TenantCap) -> bool {
+    at_cap(tenant) && tenant.waiting > 0
+}
+
+/// Whether the tenant has as many jobs waiting as it may: its enqueues are
+/// refused until some start.
+fn full(tenant: &TenantCap) -> bool {
+    tenant
+        .limits
+        .max_queued
+        .is_some_and(|max| tenant.waiting >= i64::from(max))
+}
+
+/// The busiest first: tenants held back by their cap, then by waiting and
+/// running jobs, then by name.
+fn busiest_first(tenants: &mut [TenantCap]) {
+    tenants.sort_by(|a, b| {
+        held_back(b)
+            .cmp(&held_back(a))
+            .then(b.waiting.cmp(&a.waiting))
+            .then(b.running.cmp(&a.running))
+            .then(a.tenant.cmp(&b.tenant))
+    });
+}
+
+/// `GET /ui/tenants`.
+pub(crate) async fn list(
+    viewer: Viewer,
+    State(state): State<ApiState>,
+    UiQuery(query): UiQuery<TenantsQuery>,
+) -> Result<Markup, UiError> {
+    let only = given(&query.queue);
+    let queues = match &only {
+        Some(queue) => {
+            // As the jobs list answers a blank filter: the query is wrong.
+            jobwire_core::validate_queue(queue).map_err(|_| {
+                UiError::bad_request(
+                    "INVALID_QUERY",
+                    "queue: a queue name is 1 to 255 bytes, not blank, with no control characters",
+                )
+            })?;
+            vec![queue.clone()]
+        }
+        None => jobwire_core::queues_with_tenant_limits(&state.pool).await?,
+    };
+    let mut sections = Vec::with_capacity(queues.len());
+    for queue in &queues {
+        let limits = jobwire_core::queue_limits(&state.pool, queue).await?;
+        let mut caps = jobwire_core::tenant_caps(&state.pool, queue).await?;
+        busiest_first(&mut caps.tenants);
+        // A queue asked for by name may have no tenant limits at all.
+        if !caps.tenants.is_empty() || !caps.defaults.is_empty() {
+            sections.push(QueueTenants { limits, caps });
+        }
+    }
+    let admin = viewer.can(Scope::Admin);
+    // Fixed messages only: nothing from the query string reaches the page.
+    let done = query.done.as_deref().and_then(|done| match done {
+        "cap-set" => Some(
+            "Cap set: claims follow it within a second. Jobs already running finish, \
+             and no new one starts while the tenant is at or over it."
+                .to_owned(),
+        ),
+        "cap-removed" => Some(
+            "The tenant's own cap is removed: the queue's default applies, within a second."
+                .to_owned(),
+        ),
+        _ => None,
+    });
+    let shown = if only.is_some() {
+        usize::MAX
+    } else {
+        SHOWN_PER_QUEUE
+    };
+    let body = html! {
+        (notice(done))
+        p.muted {
+            "Per queue with tenant limits: each tenant's running jobs against its cap, its waiting jobs against its limit, and its limit on enqueues. "
+            "Listed are the tenants with limits of their own, and those that held or waited for a slot under a cap on running jobs "
+            "since the reconciler last forgot idle ones; the ones their cap holds back first. "
+            @if admin {
+                "A tenant's own cap is set in its row; every other limit with " code { "jobwire tenant set" } " or the API."
+            } @else {
+                "Limits are set with " code { "jobwire tenant set" } " or the API."
+            }
+        }
+        @if let Some(queue) = &only {
+            p { a href="/ui/tenants" { "← Every queue with tenant limits" } }
+            @if sections.is_empty() {
+                div.panel { "Queue " code { (queue) } " has no tenant limits." }
+            }
+        } @else if sections.is_empty() {
+            div.panel { "No queue has tenant limits: every tenant's jobs run and enqueue as the queue allows." }
+        }
+        @for section in &sections {
+            (queue_section(section, shown, admin.then_some(&viewer)))
+        }
+    };
+    Ok(page("Tenants", Section::Tenants, Some(&viewer), body))
+}
+
+/// `POST /ui/tenants/cap`: give a tenant a cap of its own, or remove it.
+pub(crate) async fn set_cap(
+    viewer: Viewer,
+    State(state): State<ApiState>,
+    UiForm(form): UiForm<CapForm>,
+) -> Result<Response, UiError> {
+    viewer.authorize(&form.csrf, Scope::Admin)?;
+    check_queue_name(&form.queue)?;
+    jobwire_core::validate_tenant(&form.tenant)?;
+    let max_running = match form.max_running.trim() {
+        "" => None,
+        text => Some(
+            text.parse::<u32>()
+                .ok()
+                .filter(|n| (1..=MAX_LIMIT).contains(n))
+                .ok_or_else(|| {
+                    ApiError::invalid_field(
+                        "max_running",
+                        format!(
+                            "{text:?} is not a cap: a whole number from 1 to {}, or empty to remove the tenant's own cap",
+                            count(MAX_LIMIT)
+                        ),
+                    )
+                })?,
+        ),
+    };
+    jobwire_core::set_tenant_cap(&state.pool, &form.queue, Some(&form.tenant), max_running).await?;
+    tracing::info!(
+        actor = %viewer.token.name,
+        queue = %form.queue,
+        tenant = %form.tenant,
+        ?max_running,
+        "tenant cap changed from the dashboard"
+    );
+    let done = if max_running.is_some() {
+        "cap-set"
+    } else {
+        "cap-removed"
+    };
+    Ok(Redirect::to(&queue_href_with(&form.queue, &[("done", done)])).into_response())
+}
+
+/// What a queue allows: its own enqueue limits and its tenants' defaults.
+fn queue_limits_text(section: &QueueTenants) -> Markup {
+    let defaults = &section.caps.defaults;
+    html! {
+        p.muted.limits {
+            "Each tenant: "
+            @if defaults.is_empty() {
+                "no default limit; only the tenants below with limits of their own are limited."
+            } @else {
+                (describe_limits(defaults))
+                "."
+            }
+            @if let Some(max) = section.limits.max_queued {
+                " The queue: at most " (count(max)) " waiting."
+            }
+            @if let Some(shed) = section.limits.shed {
+                " From " (count(shed.depth)) " waiting, only jobs of priority " (shed.priority) " or more urgent (a lower number) are taken."
+            }
+        }
+    }
+}
+
+fn describe_limits(limits: &jobwire_core::TenantLimits) -> String {
+    let mut parts = Vec::new();
+    if let Some(n) = limits.max_running {
+        parts.push(format!("at most {} running", count(n)));
+    }
+    if let Some(n) = limits.max_queued {
+        parts.push(format!("at most {} waiting", count(n)));
+    }
+    if let Some(rate) = limits.enqueue_rate {
+        parts.push(format!("enqueues at most {rate}"));
+    }
+    parts.join(", ")
+}
+
+/// `(own)` after a limit the tenant set itself.
+fn own(is_own: bool) -> Markup {
+    html! { @if is_own { " " span.muted.own { "(own)" } } }
+}
+
+/// The form that sets or removes a tenant's own cap (admins only).
+fn cap_form(viewer: &Viewer, queue: &str, tenant: &TenantCap) -> Markup {
+    let current = tenant
+        .override_max_running
+        .map(|cap| cap.to_string())
+        .unwrap_or_default();
+    let fallback = match tenant
+        .max_running
+        .filter(|_| tenant.override_max_running.is_none())
+    {
+        Some(cap) => format!("{cap} (default)"),
+        None => "none".to_owned(),
+    };
+    html! {
+        form.inline.cap method="post" action="/ui/tenants/cap" {
+            (viewer.csrf_field())
+            input type="hidden" name="queue" value=(queue);
+            input type="hidden" name="tenant" value=(tenant.tenant);
+            input.cap type="number" name="max_running" min="1" max=(MAX_LIMIT) value=(current)
+                placeholder=(fallback) aria-label="Own cap on running jobs (empty: the queue's default)";
+            " "
+            button.small.secondary type="submit" { "Set" }
+        }
+    }
+}
+
+fn queue_section(section: &QueueTenants, shown: usize, admin: Option<&Viewer>) -> Markup {
+    let queue = &section.caps.queue;
+    let tenants = &section.caps.tenants;
+    html! {
+        section.tenants data-queue=(queue) {
+            h2 { "Queue " code { (queue) } }
+            (queue_limits_text(section))
+            div.table-wrap {
+                table.cards-on-phone.tenant-table {
+                    thead { tr {
+                        th { "Tenant" } th.num { "Running" } th.num { "Waiting" } th { "Rate limit" }
+                        @if admin.is_some() { th { "Own cap" } }
+                    } }
+                    tbody {
+                        @for tenant in tenants.iter().take(shown) {
+                            tr data-tenant=(tenant.tenant) {
+                                td.queue data-label="Tenant" {
+                                    a href=(list_href(&[("queue", queue.as_str()), ("tenant", tenant.tenant.as_str())])) { (tenant.tenant) }
+                                }
+                                td.num.running data-label="Running" {
+                                    // Running jobs are counted by the slots they hold: a
+                                    // tenant without a cap holds none.
+                                    @if let Some(cap) = tenant.max_running {
+                                        (count(tenant.running)) " of " (count(cap)) (own(tenant.overrides.max_running.is_some()))
+                                        @if tenant.running > i64::from(cap) {
+                                            " " span.badge.waiting { "over cap" }
+                                        } @else if at_cap(tenant) {
+                                            " " span.badge.waiting { "at cap" }
+                                        }
+                                    } @else {
+                                        span.muted { "no cap" }
+                                    }
+                                }
+                                td.num.waiting data-label="Waiting" {
+                                    (count(tenant.waiting))
+                                    @if let Some(max) = tenant.limits.max_queued {
+                                        " of " (count(max)) (own(tenant.overrides.max_queued.is_some()))
+                                        @if full(tenant) { " " span.badge.failed { "full" } }
+                                    }
+                                }
+                                td.rate data-label="Rate limit" {
+                                    @if let Some(rate) = tenant.limits.enqueue_rate {
+                                        (rate) (own(tenant.overrides.enqueue_rate.is_some()))
+                                    } @else {
+                                        span.muted { "—" }
+                                    }
+                                }
+                                @if let Some(viewer) = admin {
+                                    td.nowrap data-label="Own cap" { (cap_form(viewer, queue, tenant)) }
+                                }
+                            }
+                        }
+                        @if tenants.is_empty() {
+                            tr { td.empty colspan=(if admin.is_some() { 5 } else { 4 }) { "No tenant has limits of its own or has held a slot under a cap lately." } }
+                        }
+                    }
+                }
+            }
+            @if tenants.len() > shown {
+                p {
+                    a href=(queue_href(queue)) { "All " (count(tenants.len() as i64)) " tenants of " (queue) " →" }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jobwire_core::TenantLimits;
+
+    fn tenant(name: &str, cap: Option<i32>, running: i64, waiting: i64) -> TenantCap {
+        TenantCap {
+            tenant: name.into(),
+            override_max_running: None,
+            max_running: cap,
+            overrides: TenantLimits::default(),
+            limits: TenantLimits {
+                max_running: cap.map(|cap| cap as u32),
+                ..TenantLimits::default()
+            },
+            running,
+            waiting,
+        }
+    }
+
+    #[test]
+    fn tenants_their_cap_holds_back_come_first_then_the_longest_queues() {
+        let mut tenants = vec![
+            tenant("quiet", Some(3), 0, 0),
+            tenant("backlog", Some(3), 1, 900),
+            tenant("capped-small", Some(3), 3, 2),
+            tenant("capped-big", Some(3), 3, 5_000),
+            tenant("at-cap-idle", Some(3), 3, 0),
+            tenant("over-cap", Some(2), 3, 1),
+            tenant("uncapped", None, 0, 10),
+        ];
+        busiest_first(&mut tenants);
+        let order: Vec<&str> = tenants.iter().map(|t| t.tenant.as_str()).collect();
+        assert_eq!(
+            order,
+            [
+                "capped-big",
+                "capped-small",
+                "over-cap",
+                "backlog",
+                "uncapped",
+                "at-cap-idle",
+                "quiet"
+            ]
+        );
+    }
+}
