@@ -1805,3 +1805,163 @@ async fn a_capped_claim_planned_on_an_empty_queue_reads_few_rows_after_a_burst(p
         "the claim read {read} rows of jobs for 4 jobs among 5,000"
     );
 }
+
+/// The wake-ups in the outbox, oldest first: job and reason.
+async fn outbox_wake_ups(pool: &PgPool) -> Vec<(Uuid, Option<String>)> {
+    sqlx::query_as(
+        "SELECT message_key::uuid, headers->>'jobwire-reason' FROM job_outbox ORDER BY id",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+async fn empty_the_outbox(pool: &PgPool) {
+    sqlx::query("DELETE FROM job_outbox")
+        .execute(pool)
+        .await
+        .unwrap();
+}
+
+/// On a broker queue a capped tenant's waiting jobs have no wake-up until
+/// they get a slot. A cap raised hands its new slots to them as it
+/// commits, and a cap removed wakes the rest: neither waits for the
+/// reconciler. A cap lowered, or another limit changed, wakes nothing.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_raised_or_removed_cap_wakes_the_jobs_it_frees_as_it_commits(pool: PgPool) {
+    capped_broker_queue(&pool, 1).await;
+    let ids = enqueue_for(&pool, "b", "acme", 5).await;
+    // The enqueue's own wake-up, for the job it gave the one slot, names
+    // no reason.
+    assert_eq!(outbox_wake_ups(&pool).await, vec![(ids[0], None)]);
+    empty_the_outbox(&pool).await;
+
+    // Another limit changed, the cap as it was: nothing.
+    let limits = jobwire_core::TenantLimits {
+        max_running: Some(1),
+        max_queued: Some(100),
+        enqueue_rate: None,
+    };
+    jobwire_core::set_tenant_limits(&pool, "b", None, &limits)
+        .await
+        .unwrap();
+    assert_eq!(outbox_wake_ups(&pool).await, vec![]);
+
+    // Raised to 3: the next two jobs get the new slots, with wake-ups.
+    jobwire_core::set_tenant_cap(&pool, "b", None, Some(3))
+        .await
+        .unwrap();
+    assert_eq!(
+        outbox_wake_ups(&pool).await,
+        vec![
+            (ids[1], Some("cap".to_owned())),
+            (ids[2], Some("cap".to_owned()))
+        ]
+    );
+    empty_the_outbox(&pool).await;
+
+    // Lowered by an override: nothing.
+    jobwire_core::set_tenant_cap(&pool, "b", Some("acme"), Some(2))
+        .await
+        .unwrap();
+    assert_eq!(outbox_wake_ups(&pool).await, vec![]);
+
+    // The override removed (back to the default of 3, every slot handed
+    // already): nothing. The default removed: acme has no cap left, and
+    // its last two jobs, which held no slot, get their wake-ups.
+    jobwire_core::set_tenant_cap(&pool, "b", Some("acme"), None)
+        .await
+        .unwrap();
+    assert_eq!(outbox_wake_ups(&pool).await, vec![]);
+    jobwire_core::set_tenant_cap(&pool, "b", None, None)
+        .await
+        .unwrap();
+    let mut woken = outbox_wake_ups(&pool).await;
+    woken.sort();
+    let mut expected = vec![
+        (ids[3], Some("cap".to_owned())),
+        (ids[4], Some("cap".to_owned())),
+    ];
+    expected.sort();
+    assert_eq!(woken, expected);
+    // The queue's other limit stays.
+    let caps = jobwire_core::tenant_caps(&pool, "b").await.unwrap();
+    assert_eq!(caps.defaults.max_queued, Some(100));
+
+    // Every job claims on its wake-up: none is left waiting.
+    assert_eq!(wake_up_claim(&pool, &ids).await.claimed.len(), 5);
+}
+
+/// On the PostgreSQL path a raised cap wakes the queue's workers (a NOTIFY
+/// as the change commits) instead of leaving them to their next poll.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_raised_cap_on_the_postgres_path_wakes_its_workers(pool: PgPool) {
+    jobwire_core::set_tenant_cap(&pool, "p", None, Some(1))
+        .await
+        .unwrap();
+    enqueue_for(&pool, "p", "acme", 3).await;
+    let mut listener = sqlx::postgres::PgListener::connect_with(&pool)
+        .await
+        .unwrap();
+    listener.listen("jobwire_jobs").await.unwrap();
+
+    jobwire_core::set_tenant_cap(&pool, "p", None, Some(2))
+        .await
+        .unwrap();
+    let woken = tokio::time::timeout(Duration::from_secs(10), listener.recv())
+        .await
+        .expect("no notification")
+        .unwrap();
+    assert_eq!(woken.payload(), "p");
+}
+
+/// The queues the dashboard's tenants page lists: those with a default for
+/// their tenants, with a tenant's override, or with slot rows a removed
+/// cap left behind; not one with only its own enqueue limits.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn the_queues_with_tenant_limits_are_the_ones_with_something_to_show(pool: PgPool) {
+    assert_eq!(
+        jobwire_core::queues_with_tenant_limits(&pool)
+            .await
+            .unwrap(),
+        Vec::<String>::new()
+    );
+    let queue_only = jobwire_core::QueueLimits {
+        max_queued: Some(10),
+        ..jobwire_core::QueueLimits::default()
+    };
+    jobwire_core::set_queue_limits(&pool, "own-limits-only", &queue_only)
+        .await
+        .unwrap();
+    jobwire_core::set_tenant_cap(&pool, "default-cap", None, Some(2))
+        .await
+        .unwrap();
+    let rate_only = jobwire_core::TenantLimits {
+        enqueue_rate: Some(jobwire_core::EnqueueRate {
+            jobs: 10,
+            per_seconds: 1,
+        }),
+        ..jobwire_core::TenantLimits::default()
+    };
+    jobwire_core::set_tenant_limits(&pool, "rate-override", Some("acme"), &rate_only)
+        .await
+        .unwrap();
+    // A capped queue whose tenant took slots, then lost its cap.
+    jobwire_core::set_tenant_cap(&pool, "slots-left", None, Some(1))
+        .await
+        .unwrap();
+    enqueue_for(&pool, "slots-left", "acme", 1).await;
+    jobwire_core::claim_batch(&pool, "slots-left", "w", 1, LEASE)
+        .await
+        .unwrap();
+    jobwire_core::set_tenant_cap(&pool, "slots-left", None, None)
+        .await
+        .unwrap();
+    assert_eq!(held_slots(&pool, "slots-left").await, 1);
+    assert_eq!(
+        jobwire_core::queues_with_tenant_limits(&pool)
+            .await
+            .unwrap(),
+        ["default-cap", "rate-override", "slots-left"]
+    );
+}

@@ -245,6 +245,8 @@ pub async fn set_tenant_limits(
 }
 
 /// [`set_tenant_limits`], or with `running_only` just the running cap.
+/// A running cap raised, or removed with none left in force, wakes what it
+/// freed once it has committed, in a statement of its own.
 pub(super) async fn write_tenant_limits(
     pool: &PgPool,
     queue: &str,
@@ -264,6 +266,7 @@ pub(super) async fn write_tenant_limits(
     let rate_jobs = limits.enqueue_rate.map(|rate| rate.jobs as i32);
     let rate_seconds = limits.enqueue_rate.map(|rate| rate.per_seconds as i32);
     let mut tx = pool.begin().await?;
+    let cap_before = cap_in_force(&mut tx, queue, tenant).await?;
     sqlx::query(include_str!("../../sql/set_tenant_limits.sql"))
         .bind(queue)
         .bind(tenant)
@@ -286,8 +289,47 @@ pub(super) async fn write_tenant_limits(
         .bind(queue)
         .execute(&mut *tx)
         .await?;
+    let cap_after = cap_in_force(&mut tx, queue, tenant).await?;
     tx.commit().await?;
+    let uncapped = match (cap_before, cap_after) {
+        (Some(_), None) => true,
+        (Some(before), Some(after)) if after > before => false,
+        // Lowered, set where there was none, or unchanged: nothing freed.
+        _ => return Ok(()),
+    };
+    sqlx::query(include_str!("../../sql/wake_after_cap_change.sql"))
+        .bind(queue)
+        .bind(tenant)
+        .bind(uncapped)
+        .fetch_optional(pool)
+        .await?;
     Ok(())
+}
+
+/// The cap on running jobs the change is about: `tenant`'s in force (its
+/// own, else the queue's default), or with `None` the queue's default.
+async fn cap_in_force(
+    conn: &mut sqlx::PgConnection,
+    queue: &str,
+    tenant: Option<&str>,
+) -> Result<Option<i32>> {
+    let cap = match tenant {
+        Some(tenant) => {
+            sqlx::query_scalar("SELECT jobwire_tenant_cap($1, $2)")
+                .bind(queue)
+                .bind(tenant)
+                .fetch_one(conn)
+                .await?
+        }
+        None => sqlx::query_scalar::<_, Option<i32>>(
+            "SELECT tenant_max_running FROM job_queues WHERE queue = $1",
+        )
+        .bind(queue)
+        .fetch_optional(conn)
+        .await?
+        .flatten(),
+    };
+    Ok(cap)
 }
 
 #[derive(sqlx::FromRow)]
