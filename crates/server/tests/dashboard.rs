@@ -677,6 +677,18 @@ async fn tenant_rows(browser: &Browser, queue: &str) -> Vec<String> {
     tenants
 }
 
+/// The cap of its own tenant `tenant` of queue `imports` has.
+async fn own_cap(pool: &PgPool, tenant: &str) -> Option<i32> {
+    sqlx::query_scalar(
+        "SELECT max_running FROM job_tenants WHERE queue = 'imports' AND tenant = $1",
+    )
+    .bind(tenant)
+    .fetch_optional(pool)
+    .await
+    .unwrap()
+    .flatten()
+}
+
 async fn running_in(pool: &PgPool, queue: &str) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM jobs WHERE queue = $1 AND state = 'RUNNING'")
         .bind(queue)
@@ -763,13 +775,13 @@ async fn an_operator_sees_which_tenants_hold_a_capped_queue(pool: PgPool) {
         |tenant: &str, column: &str| format!("{section} tr[data-tenant='{tenant}'] td.{column}");
     assert_eq!(
         browser.text(&cell("bulk-co", "running")).await,
-        "2 of 2 at cap"
+        "2 of 2 held back"
     );
     assert_eq!(browser.text(&cell("bulk-co", "waiting")).await, "4");
     assert_eq!(browser.text(&cell("bulk-co", "rate")).await, "—");
     assert_eq!(
         browser.text(&cell("acme", "running")).await,
-        "1 of 1 (own) at cap"
+        "1 of 1 (own) held back"
     );
     assert_eq!(
         browser.text(&cell("acme", "waiting")).await,
@@ -790,6 +802,25 @@ async fn an_operator_sees_which_tenants_hold_a_capped_queue(pool: PgPool) {
         1,
         "a reader sees only the logout form"
     );
+    // A reader's whole, valid form, with its session's CSRF token, is
+    // refused, and changes nothing.
+    browser
+        .submit_by_script(
+            "const csrf = document.querySelector('form.who input[name=csrf]').value;
+             const form = document.createElement('form');
+             form.method = 'post'; form.action = '/ui/tenants/cap';
+             for (const [name, value] of [['csrf', csrf], ['queue', 'imports'],
+                                          ['tenant', 'acme'], ['max_running', '9']]) {
+               const field = document.createElement('input');
+               field.type = 'hidden'; field.name = name; field.value = value;
+               form.appendChild(field);
+             }
+             document.body.appendChild(form); form.submit();",
+        )
+        .await;
+    assert!(browser.body_text().await.contains("403 FORBIDDEN"));
+    assert_eq!(own_cap(&pool, "acme").await, Some(1));
+    browser.goto(&format!("{base}/ui/tenants")).await;
 
     // A tenant's name leads to its jobs on that queue.
     browser
@@ -839,8 +870,11 @@ async fn an_operator_sees_which_tenants_hold_a_capped_queue(pool: PgPool) {
     browser
         .fill(&format!("{bulk_cap} input[name='max_running']"), "4")
         .await;
-    browser.click(&format!("{bulk_cap} button")).await;
+    browser
+        .click(&format!("{bulk_cap} button:not(.remove)"))
+        .await;
     assert!(browser.text(".notice").await.starts_with("Cap set"));
+    assert_eq!(own_cap(&pool, "bulk-co").await, Some(4));
     let deadline = tokio::time::Instant::now() + WAIT;
     while running_in(&pool, "imports").await < 6 {
         assert!(
@@ -852,14 +886,22 @@ async fn an_operator_sees_which_tenants_hold_a_capped_queue(pool: PgPool) {
     browser.goto(&format!("{base}/ui/tenants")).await;
     assert_eq!(
         browser.text(&cell("bulk-co", "running")).await,
-        "4 of 4 (own) at cap"
+        "4 of 4 (own) held back"
     );
     assert_eq!(browser.text(&cell("bulk-co", "waiting")).await, "2");
     look(&browser, "tenants").await;
+    // Without its CSRF token the form is refused, and changes nothing.
     browser
-        .fill(&format!("{bulk_cap} input[name='max_running']"), "")
+        .submit_by_script(
+            "const form = document.querySelector(\"tr[data-tenant='bulk-co'] form.cap\");
+             form.querySelector('input[name=csrf]').remove();
+             form.querySelector('input[name=max_running]').value = '9'; form.submit();",
+        )
         .await;
-    browser.click(&format!("{bulk_cap} button")).await;
+    assert!(browser.body_text().await.contains("403 CSRF_REJECTED"));
+    assert_eq!(own_cap(&pool, "bulk-co").await, Some(4));
+    browser.goto(&format!("{base}/ui/tenants")).await;
+    browser.click(&format!("{bulk_cap} button.remove")).await;
     assert!(
         browser
             .text(".notice")
@@ -876,6 +918,32 @@ async fn an_operator_sees_which_tenants_hold_a_capped_queue(pool: PgPool) {
             .await
             .unwrap();
     assert_eq!(overrides, 0, "the override row is gone");
+    // Removing `acme`'s cap keeps its other limits of its own; the
+    // default of 2 lets one more of its jobs start.
+    let acme_cap = format!("{section} tr[data-tenant='acme'] form.cap");
+    browser.click(&format!("{acme_cap} button.remove")).await;
+    assert_eq!(own_cap(&pool, "acme").await, None);
+    let kept: (Option<i32>, Option<i32>, Option<i32>) = sqlx::query_as(
+        "SELECT max_queued, rate_jobs, rate_seconds FROM job_tenants WHERE tenant = 'acme'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(kept, (Some(2), Some(100), Some(60)));
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while running_in(&pool, "imports").await < 7 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "acme's default cap started nothing"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    browser.goto(&format!("{base}/ui/tenants")).await;
+    assert_eq!(
+        browser.text(&cell("acme", "running")).await,
+        "2 of 2 held back"
+    );
+    assert_eq!(browser.text(&cell("acme", "rate")).await, "100/min (own)");
 
     let phone = Browser::start(Screen::Phone).await;
     log_in(&phone, &base, &admin).await;
@@ -895,7 +963,7 @@ async fn an_operator_sees_which_tenants_hold_a_capped_queue(pool: PgPool) {
     browser.goto(&format!("{base}/ui/tenants")).await;
     assert_eq!(browser.text(&cell("bulk-co", "running")).await, "0 of 2");
     assert_eq!(browser.text(&cell("bulk-co", "waiting")).await, "0");
-    assert_eq!(browser.text(&cell("acme", "running")).await, "0 of 1 (own)");
+    assert_eq!(browser.text(&cell("acme", "running")).await, "0 of 2");
     assert_eq!(browser.text(&cell("acme", "waiting")).await, "0 of 2 (own)");
 
     browser.close().await;

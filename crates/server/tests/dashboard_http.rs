@@ -427,6 +427,12 @@ async fn bad_input_on_pages_and_forms_is_a_clear_error_and_writes_nothing(pool: 
         ),
         (
             "/ui/tenants/cap".to_owned(),
+            with_csrf("&queue=imports&tenant=acme&max_running="),
+            400,
+            "INVALID_FIELD",
+        ),
+        (
+            "/ui/tenants/cap".to_owned(),
             with_csrf("&queue=imports&tenant=acme&max_running=0"),
             400,
             "INVALID_FIELD",

@@ -14,7 +14,7 @@ use super::extract::UiForm;
 use super::format::{age, count, dispatch_path};
 use super::layout::{Section, page};
 use super::session::Viewer;
-use super::tenants::queue_href as tenants_href;
+use super::tenants::tenants_of_queue_href;
 use crate::api::ApiState;
 use crate::api::extract::check_queue_name;
 
@@ -56,7 +56,7 @@ pub(crate) async fn list(viewer: Viewer, State(state): State<ApiState>) -> Resul
                             td.queue data-label="Queue" {
                                 (queue.queue)
                                 @if with_tenant_limits.contains(&queue.queue) {
-                                    br; a.tenants href=(tenants_href(&queue.queue)) { "tenants →" }
+                                    br; a.tenants href=(tenants_of_queue_href(&queue.queue)) { "tenants →" }
                                 }
                             }
                             td data-label="Path" {

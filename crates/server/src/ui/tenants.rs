@@ -43,9 +43,12 @@ pub(crate) struct CapForm {
     queue: String,
     #[serde(default)]
     tenant: String,
-    /// Empty: remove the tenant's own cap (the queue's default applies).
     #[serde(default)]
     max_running: String,
+    /// The Remove button: take the tenant's own cap away (the queue's
+    /// default applies, if it has one), whatever `max_running` says.
+    #[serde(default)]
+    remove: Option<String>,
 }
 
 /// One queue's section: its own limits, and its tenants' caps.
@@ -55,7 +58,7 @@ struct QueueTenants {
 }
 
 /// `/ui/tenants?queue=…`.
-pub(crate) fn queue_href(queue: &str) -> String {
+pub(crate) fn tenants_of_queue_href(queue: &str) -> String {
     queue_href_with(queue, &[])
 }
 
@@ -77,7 +80,7 @@ fn at_cap(tenant: &TenantCap) -> bool {
         .is_some_and(|cap| tenant.running >= i64::from(cap))
 }
 
-/// Whether the cap holds the tenant back now: at its cap, with jobs
+/// Whether the cap holds the tenant back now: at (or over) its cap, with jobs
 /// waiting behind it.
 fn held_back(tenant: &TenantCap) -> bool {
     at_cap(tenant) && tenant.waiting > 0
@@ -135,15 +138,17 @@ pub(crate) async fn list(
         }
     }
     let admin = viewer.can(Scope::Admin);
-    // Fixed messages only: nothing from the query string reaches the page.
+    // The notice is one of these fixed texts: `done` itself never reaches
+    // the page.
     let done = query.done.as_deref().and_then(|done| match done {
         "cap-set" => Some(
-            "Cap set: claims follow it within a second. Jobs already running finish, \
-             and no new one starts while the tenant is at or over it."
+            "Cap set. Jobs already running are not stopped; a raised cap's new slots go to the \
+             tenant's waiting jobs now."
                 .to_owned(),
         ),
         "cap-removed" => Some(
-            "The tenant's own cap is removed: the queue's default applies, within a second."
+            "The tenant's own cap is removed: the queue's default applies, or none if the queue \
+             has none; its other limits stay."
                 .to_owned(),
         ),
         _ => None,
@@ -156,22 +161,21 @@ pub(crate) async fn list(
     let body = html! {
         (notice(done))
         p.muted {
-            "Per queue with tenant limits: each tenant's running jobs against its cap, its waiting jobs against its limit, and its limit on enqueues. "
-            "Listed are the tenants with limits of their own, and those that held or waited for a slot under a cap on running jobs "
-            "since the reconciler last forgot idle ones; the ones their cap holds back first. "
+            "The tenants " code { "jobwire tenant list" } " shows, the ones their cap holds back first. "
             @if admin {
-                "A tenant's own cap is set in its row; every other limit with " code { "jobwire tenant set" } " or the API."
+                "A tenant's own cap is set in its row; other limits with "
             } @else {
-                "Limits are set with " code { "jobwire tenant set" } " or the API."
+                "Limits are set with "
             }
+            code { "jobwire tenant set" } ", " code { "jobwire queue limit" } " or the API."
         }
         @if let Some(queue) = &only {
             p { a href="/ui/tenants" { "← Every queue with tenant limits" } }
             @if sections.is_empty() {
-                div.panel { "Queue " code { (queue) } " has no tenant limits." }
+                div.panel.no-tenants { "Queue " code { (queue) } " has no tenant limits." }
             }
         } @else if sections.is_empty() {
-            div.panel { "No queue has tenant limits: every tenant's jobs run and enqueue as the queue allows." }
+            div.panel { "No queue has tenant limits: every tenant's jobs run and enqueue as their queue allows." }
         }
         @for section in &sections {
             (queue_section(section, shown, admin.then_some(&viewer)))
@@ -189,9 +193,11 @@ pub(crate) async fn set_cap(
     viewer.authorize(&form.csrf, Scope::Admin)?;
     check_queue_name(&form.queue)?;
     jobwire_core::validate_tenant(&form.tenant)?;
-    let max_running = match form.max_running.trim() {
-        "" => None,
-        text => Some(
+    let max_running = if form.remove.is_some() {
+        None
+    } else {
+        let text = form.max_running.trim();
+        Some(
             text.parse::<u32>()
                 .ok()
                 .filter(|n| (1..=MAX_LIMIT).contains(n))
@@ -199,12 +205,12 @@ pub(crate) async fn set_cap(
                     ApiError::invalid_field(
                         "max_running",
                         format!(
-                            "{text:?} is not a cap: a whole number from 1 to {}, or empty to remove the tenant's own cap",
+                            "{text:?} is not a cap: a whole number from 1 to {} (Remove takes the tenant's own cap away)",
                             count(MAX_LIMIT)
                         ),
                     )
                 })?,
-        ),
+        )
     };
     jobwire_core::set_tenant_cap(&state.pool, &form.queue, Some(&form.tenant), max_running).await?;
     tracing::info!(
@@ -263,28 +269,24 @@ fn own(is_own: bool) -> Markup {
     html! { @if is_own { " " span.muted.own { "(own)" } } }
 }
 
-/// The form that sets or removes a tenant's own cap (admins only).
+/// The form that sets a tenant's own cap, or removes it (admins only).
 fn cap_form(viewer: &Viewer, queue: &str, tenant: &TenantCap) -> Markup {
-    let current = tenant
-        .override_max_running
-        .map(|cap| cap.to_string())
-        .unwrap_or_default();
-    let fallback = match tenant
-        .max_running
-        .filter(|_| tenant.override_max_running.is_none())
-    {
-        Some(cap) => format!("{cap} (default)"),
-        None => "none".to_owned(),
-    };
+    let own_cap = tenant.overrides.max_running;
+    let current = own_cap.map(|cap| cap.to_string()).unwrap_or_default();
     html! {
         form.inline.cap method="post" action="/ui/tenants/cap" {
             (viewer.csrf_field())
             input type="hidden" name="queue" value=(queue);
             input type="hidden" name="tenant" value=(tenant.tenant);
-            input.cap type="number" name="max_running" min="1" max=(MAX_LIMIT) value=(current)
-                placeholder=(fallback) aria-label="Own cap on running jobs (empty: the queue's default)";
+            input.cap type="number" name="max_running" min="1" max=(MAX_LIMIT) required value=(current)
+                aria-label=(format!("Own cap on running jobs of {}", tenant.tenant));
             " "
             button.small.secondary type="submit" { "Set" }
+            @if own_cap.is_some() {
+                " "
+                // Whatever the field holds: the browser must not refuse it.
+                button.small.secondary.remove type="submit" name="remove" value="1" formnovalidate { "Remove" }
+            }
         }
     }
 }
@@ -315,8 +317,10 @@ fn queue_section(section: &QueueTenants, shown: usize, admin: Option<&Viewer>) -
                                         (count(tenant.running)) " of " (count(cap)) (own(tenant.overrides.max_running.is_some()))
                                         @if tenant.running > i64::from(cap) {
                                             " " span.badge.waiting { "over cap" }
+                                        } @else if held_back(tenant) {
+                                            " " span.badge.waiting { "held back" }
                                         } @else if at_cap(tenant) {
-                                            " " span.badge.waiting { "at cap" }
+                                            " " span.badge { "at cap" }
                                         }
                                     } @else {
                                         span.muted { "no cap" }
@@ -349,7 +353,7 @@ fn queue_section(section: &QueueTenants, shown: usize, admin: Option<&Viewer>) -
             }
             @if tenants.len() > shown {
                 p {
-                    a href=(queue_href(queue)) { "All " (count(tenants.len() as i64)) " tenants of " (queue) " →" }
+                    a href=(tenants_of_queue_href(queue)) { "All " (count(tenants.len() as i64)) " tenants of " (queue) " →" }
                 }
             }
         }
