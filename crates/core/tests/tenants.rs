@@ -1830,10 +1830,18 @@ async fn empty_the_outbox(pool: &PgPool) {
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_raised_or_removed_cap_wakes_the_jobs_it_frees_as_it_commits(pool: PgPool) {
     capped_broker_queue(&pool, 1).await;
+    // `solo` keeps a cap of its own through every change of the default.
+    jobwire_core::set_tenant_cap(&pool, "b", Some("solo"), Some(1))
+        .await
+        .unwrap();
     let ids = enqueue_for(&pool, "b", "acme", 5).await;
-    // The enqueue's own wake-up, for the job it gave the one slot, names
+    let solo = enqueue_for(&pool, "b", "solo", 2).await;
+    // The enqueues' own wake-ups, for the jobs they gave the one slot, name
     // no reason.
-    assert_eq!(outbox_wake_ups(&pool).await, vec![(ids[0], None)]);
+    assert_eq!(
+        outbox_wake_ups(&pool).await,
+        vec![(ids[0], None), (solo[0], None)]
+    );
     empty_the_outbox(&pool).await;
 
     // Another limit changed, the cap as it was: nothing.
@@ -1866,13 +1874,19 @@ async fn a_raised_or_removed_cap_wakes_the_jobs_it_frees_as_it_commits(pool: PgP
         .unwrap();
     assert_eq!(outbox_wake_ups(&pool).await, vec![]);
 
-    // The override removed (back to the default of 3, every slot handed
-    // already): nothing. The default removed: acme has no cap left, and
-    // its last two jobs, which held no slot, get their wake-ups.
+    // The override removed: back to the default of 3, a raise, but acme's
+    // three slots are handed already: nothing to hand.
     jobwire_core::set_tenant_cap(&pool, "b", Some("acme"), None)
         .await
         .unwrap();
     assert_eq!(outbox_wake_ups(&pool).await, vec![]);
+
+    // The default removed: acme has no cap left, and its last two jobs,
+    // which held no slot, get their wake-ups; solo, capped by its own,
+    // does not. Every job waited ten minutes, older than the reconciler's
+    // grace period: the wake stamps the jobs it wakes, so the reconciler
+    // does not wake them a second time.
+    backdate_every_job_ten_minutes(&pool).await;
     jobwire_core::set_tenant_cap(&pool, "b", None, None)
         .await
         .unwrap();
@@ -1884,6 +1898,13 @@ async fn a_raised_or_removed_cap_wakes_the_jobs_it_frees_as_it_commits(pool: PgP
     ];
     expected.sort();
     assert_eq!(woken, expected);
+    let rewoken = jobwire_core::reconcile_wake_ups(&pool, Duration::from_secs(60), 1000)
+        .await
+        .unwrap();
+    assert!(
+        !rewoken.contains(&ids[3]) && !rewoken.contains(&ids[4]),
+        "woken twice: {rewoken:?}"
+    );
     // The queue's other limit stays.
     let caps = jobwire_core::tenant_caps(&pool, "b").await.unwrap();
     assert_eq!(caps.defaults.max_queued, Some(100));

@@ -266,6 +266,18 @@ pub(super) async fn write_tenant_limits(
     let rate_jobs = limits.enqueue_rate.map(|rate| rate.jobs as i32);
     let rate_seconds = limits.enqueue_rate.map(|rate| rate.per_seconds as i32);
     let mut tx = pool.begin().await?;
+    // Changes of one queue's limits take turns from here, so that each
+    // reads the cap it replaces: two removals at once would otherwise both
+    // wake the jobs they free, and a change racing another could take a
+    // raise for a cut and wake nothing.
+    sqlx::query("INSERT INTO job_queues (queue) VALUES ($1) ON CONFLICT (queue) DO NOTHING")
+        .bind(queue)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("SELECT 1 FROM job_queues WHERE queue = $1 FOR NO KEY UPDATE")
+        .bind(queue)
+        .execute(&mut *tx)
+        .await?;
     let cap_before = cap_in_force(&mut tx, queue, tenant).await?;
     sqlx::query(include_str!("../../sql/set_tenant_limits.sql"))
         .bind(queue)
@@ -297,12 +309,28 @@ pub(super) async fn write_tenant_limits(
         // Lowered, set where there was none, or unchanged: nothing freed.
         _ => return Ok(()),
     };
-    sqlx::query(include_str!("../../sql/wake_after_cap_change.sql"))
-        .bind(queue)
-        .bind(tenant)
-        .bind(uncapped)
-        .fetch_optional(pool)
-        .await?;
+    // Not prepared for reuse: a generic plan could not use the tenant to
+    // find one tenant's jobs.
+    let woken: Result<Option<i64>> =
+        sqlx::query_scalar(include_str!("../../sql/wake_after_cap_change.sql"))
+            .bind(queue)
+            .bind(tenant)
+            .bind(uncapped)
+            .persistent(false)
+            .fetch_optional(pool)
+            .await
+            .map_err(Into::into);
+    // The change itself has committed: a failure here is the caller's to
+    // hear of only in the log, and the reconciler wakes the jobs later.
+    match woken {
+        Ok(woken) => tracing::debug!(queue, ?tenant, ?woken, "a cap change woke what it freed"),
+        Err(err) => tracing::warn!(
+            queue,
+            ?tenant,
+            error = %err,
+            "a cap change committed, but waking the jobs it freed failed; the reconciler wakes them"
+        ),
+    }
     Ok(())
 }
 

@@ -109,10 +109,11 @@ pub(super) fn argument(argument: &'static str, value: &str) -> Result<()> {
 /// `t`. `max_running = None` removes that cap (a removed override falls
 /// back to the default). Takes effect at the next claim; jobs already
 /// running over a lowered cap finish, and no new one starts until the
-/// tenant is under it. A cap raised or removed wakes the jobs it frees as
-/// soon as it commits (wake_after_cap_change.sql): on a broker queue the
-/// tenant's waiting jobs get their wake-ups then, not at the reconciler's
-/// next pass.
+/// tenant is under it. A cap raised, or removed with no cap left in force,
+/// wakes the jobs it frees as soon as it commits (wake_after_cap_change.sql):
+/// on a broker queue the tenant's waiting jobs get their wake-ups then, not
+/// at the reconciler's next pass. (If that wake fails, the change stands, a
+/// warning is logged and the reconciler wakes them.)
 pub async fn set_tenant_cap(
     pool: &PgPool,
     queue: &str,
