@@ -689,12 +689,23 @@ async fn own_cap(pool: &PgPool, tenant: &str) -> Option<i32> {
     .flatten()
 }
 
-async fn running_in(pool: &PgPool, queue: &str) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM jobs WHERE queue = $1 AND state = 'RUNNING'")
-        .bind(queue)
+/// Wait until `jobs` of queue `imports` run (`what` says what failed if
+/// they never do).
+async fn until_running(pool: &PgPool, jobs: i64, what: &str) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let running: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM jobs WHERE queue = 'imports' AND state = 'RUNNING'",
+        )
         .fetch_one(pool)
         .await
-        .unwrap()
+        .unwrap();
+        if running >= jobs {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
@@ -744,14 +755,7 @@ async fn an_operator_sees_which_tenants_hold_a_capped_queue(pool: PgPool) {
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let (mut node, base) = start_import_node(&pool, gate.clone()).await;
     // The caps let 2 + 1 + 1 start, of the worker's 8 slots.
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while running_in(&pool, "imports").await < 4 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "4 jobs never started"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_running(&pool, 4, "4 jobs never started").await;
 
     let reader = token(&pool, "auditor", Scope::Read).await;
     let browser = Browser::start(Screen::Laptop).await;
@@ -875,14 +879,7 @@ async fn an_operator_sees_which_tenants_hold_a_capped_queue(pool: PgPool) {
         .await;
     assert!(browser.text(".notice").await.starts_with("Cap set"));
     assert_eq!(own_cap(&pool, "bulk-co").await, Some(4));
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while running_in(&pool, "imports").await < 6 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the raised cap started nothing"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_running(&pool, 6, "the raised cap started nothing").await;
     browser.goto(&format!("{base}/ui/tenants")).await;
     assert_eq!(
         browser.text(&cell("bulk-co", "running")).await,
@@ -930,14 +927,7 @@ async fn an_operator_sees_which_tenants_hold_a_capped_queue(pool: PgPool) {
     .await
     .unwrap();
     assert_eq!(kept, (Some(2), Some(100), Some(60)));
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while running_in(&pool, "imports").await < 7 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "acme's default cap started nothing"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_running(&pool, 7, "acme's default cap started nothing").await;
     browser.goto(&format!("{base}/ui/tenants")).await;
     assert_eq!(
         browser.text(&cell("acme", "running")).await,
