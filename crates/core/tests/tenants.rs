@@ -1828,7 +1828,7 @@ async fn empty_the_outbox(pool: &PgPool) {
 /// commits, and a cap removed wakes the rest: neither waits for the
 /// reconciler. A cap lowered, or another limit changed, wakes nothing.
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
-async fn a_raised_or_removed_cap_wakes_the_jobs_it_frees_as_it_commits(pool: PgPool) {
+async fn a_raised_or_removed_cap_wakes_the_jobs_it_frees_once_it_has_committed(pool: PgPool) {
     capped_broker_queue(&pool, 1).await;
     // `solo` keeps a cap of its own through every change of the default.
     jobwire_core::set_tenant_cap(&pool, "b", Some("solo"), Some(1))
@@ -1909,7 +1909,7 @@ async fn a_raised_or_removed_cap_wakes_the_jobs_it_frees_as_it_commits(pool: PgP
     let caps = jobwire_core::tenant_caps(&pool, "b").await.unwrap();
     assert_eq!(caps.defaults.max_queued, Some(100));
 
-    // Every job claims on its wake-up: none is left waiting.
+    // Every one of acme's jobs claims on its wake-up: none is left waiting.
     assert_eq!(wake_up_claim(&pool, &ids).await.claimed.len(), 5);
 }
 

@@ -231,8 +231,8 @@ pub async fn set_queue_limits(pool: &PgPool, queue: &str, limits: &QueueLimits) 
 /// Set the per-tenant limits of `queue`, all three at once: `tenant =
 /// None` sets the defaults of every tenant, `Some(t)` the overrides of `t`
 /// (an override with no limit left is removed). Takes effect within a
-/// second for the running cap (see [`set_tenant_cap`]) and at the next
-/// enqueue for the others.
+/// second for the running cap, and wakes what a raised or removed one
+/// frees (see [`set_tenant_cap`]); at the next enqueue for the others.
 ///
 /// [`set_tenant_cap`]: crate::set_tenant_cap
 pub async fn set_tenant_limits(
@@ -246,7 +246,8 @@ pub async fn set_tenant_limits(
 
 /// [`set_tenant_limits`], or with `running_only` just the running cap.
 /// A running cap raised, or removed with none left in force, wakes what it
-/// freed once it has committed, in a statement of its own.
+/// freed once it has committed, in a statement of its own: broker
+/// wake-ups, or a NOTIFY on the PostgreSQL path.
 pub(super) async fn write_tenant_limits(
     pool: &PgPool,
     queue: &str,
@@ -266,10 +267,17 @@ pub(super) async fn write_tenant_limits(
     let rate_jobs = limits.enqueue_rate.map(|rate| rate.jobs as i32);
     let rate_seconds = limits.enqueue_rate.map(|rate| rate.per_seconds as i32);
     let mut tx = pool.begin().await?;
-    // Changes of one queue's limits take turns from here, so that each
-    // reads the cap it replaces: two removals at once would otherwise both
-    // wake the jobs they free, and a change racing another could take a
-    // raise for a cut and wake nothing.
+    // Changes of one queue's tenant limits take turns from here, so that
+    // each reads the cap it replaces: the same removal made twice at once
+    // would otherwise wake the jobs it frees twice, and a change racing
+    // another could take a raise for a cut and wake nothing. (The wakes run
+    // after each commit and are not ordered: two different removals that
+    // free the same tenant can still both wake it, which costs a duplicate
+    // wake-up, nothing more.) The row is made first, since a lock takes
+    // nothing on a missing row. Safe from deadlock: the upsert below took
+    // this same lock before, only later; the transaction takes no job or
+    // hand-out lock; and whoever waits for it holds at most job locks (the
+    // reconciler's release of handed slots).
     sqlx::query("INSERT INTO job_queues (queue) VALUES ($1) ON CONFLICT (queue) DO NOTHING")
         .bind(queue)
         .execute(&mut *tx)

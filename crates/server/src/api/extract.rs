@@ -255,15 +255,15 @@ impl<S: Send + Sync> FromRequestParts<S> for JobIdPath {
     }
 }
 
+/// What a queue name must be, as every refusal of one says it.
+pub(crate) const QUEUE_NAME_RULE: &str =
+    "A queue name is 1 to 255 bytes, not blank, with no control characters.";
+
 /// A queue name as a path names it, checked by the enqueue's rules (the
 /// API's and the dashboard's pause and resume both check it).
 pub(crate) fn check_queue_name(name: &str) -> Result<(), ApiError> {
-    jobwire_core::validate_queue(name).map_err(|_| {
-        ApiError::bad_request(
-            "INVALID_QUEUE",
-            "A queue name is 1 to 255 bytes, not blank, with no control characters.",
-        )
-    })
+    jobwire_core::validate_queue(name)
+        .map_err(|_| ApiError::bad_request("INVALID_QUEUE", QUEUE_NAME_RULE))
 }
 
 /// The `{name}` of a queue path.

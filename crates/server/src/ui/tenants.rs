@@ -1,7 +1,8 @@
 //! `/ui/tenants`: per queue with tenant limits, each tenant's running jobs
 //! against its cap, its waiting jobs against its limit, and its enqueue
 //! rate. The question at 3 a.m.: which tenant holds the slots, and who is
-//! waiting behind a cap. An admin can give a tenant a cap of its own there.
+//! waiting behind a cap. An admin can give a tenant a cap of its own there,
+//! or remove it.
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Redirect, Response};
@@ -17,7 +18,7 @@ use super::layout::{Section, notice, page};
 use super::session::Viewer;
 use crate::api::ApiState;
 use crate::api::error::ApiError;
-use crate::api::extract::check_queue_name;
+use crate::api::extract::{QUEUE_NAME_RULE, check_queue_name};
 
 /// Tenants shown per queue when every queue is on the page; the queue's own
 /// page shows them all.
@@ -118,10 +119,7 @@ pub(crate) async fn list(
         Some(queue) => {
             // As the jobs list answers a blank filter: the query is wrong.
             jobwire_core::validate_queue(queue).map_err(|_| {
-                UiError::bad_request(
-                    "INVALID_QUERY",
-                    "queue: a queue name is 1 to 255 bytes, not blank, with no control characters",
-                )
+                UiError::bad_request("INVALID_QUERY", format!("queue: {QUEUE_NAME_RULE}"))
             })?;
             vec![queue.clone()]
         }
