@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use super::error::UiError;
 use super::extract::{UiForm, UiQuery, given};
-use super::format::{count, maybe_time, time};
+use super::format::{count, href, maybe_time, time};
 use super::jobs::list_href;
 use super::layout::{Section, notice, page};
 use super::session::Viewer;
@@ -85,11 +85,10 @@ pub(crate) async fn groups(
 }
 
 fn retry_href(job_type: &str, error_code: &str) -> String {
-    let query = url::form_urlencoded::Serializer::new(String::new())
-        .append_pair("type", job_type)
-        .append_pair("errorCode", error_code)
-        .finish();
-    format!("/ui/dead-letters/retry?{query}")
+    href(
+        "/ui/dead-letters/retry",
+        &[("type", job_type), ("errorCode", error_code)],
+    )
 }
 
 /// A group, as named by the links and the form.

@@ -81,6 +81,15 @@ pub(crate) fn state_badge(state: JobState) -> Markup {
     html! { span class=(class) { (state.as_str()) } }
 }
 
+/// `path` with a query string of these pairs (values escaped for a URL).
+pub(crate) fn href(path: &str, pairs: &[(&str, &str)]) -> String {
+    let mut query = url::form_urlencoded::Serializer::new(String::new());
+    for (name, value) in pairs {
+        query.append_pair(name, value);
+    }
+    format!("{path}?{}", query.finish())
+}
+
 /// `text` escaped as one segment of a URL path (a space is %20 there, not
 /// the form encoding's +). Not for a text that may be `.` or `..`: the
 /// browser resolves such a segment away, escaped or not (a queue's name

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::error::UiError;
 use super::extract::{UiForm, UiJobId, UiQuery, given};
-use super::format::{count, for_tenant, maybe_time, state_badge, time, truncate};
+use super::format::{count, for_tenant, href, maybe_time, state_badge, time, truncate};
 use super::layout::{Section, notice, page};
 use super::session::{ActionForm, Viewer};
 use crate::api::ApiState;
@@ -23,11 +23,7 @@ const AUDIT_SHOWN: i64 = 200;
 
 /// `/ui/jobs?…` with these filters (values escaped for a URL).
 pub(crate) fn list_href(filters: &[(&str, &str)]) -> String {
-    let mut query = url::form_urlencoded::Serializer::new(String::new());
-    for (name, value) in filters {
-        query.append_pair(name, value);
-    }
-    format!("/ui/jobs?{}", query.finish())
+    href("/ui/jobs", filters)
 }
 
 /// The filters of the list, as the form sends them (blank fields absent).

@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use super::error::UiError;
 use super::extract::{UiForm, UiQuery, given};
-use super::format::count;
+use super::format::{count, href};
 use super::jobs::list_href;
 use super::layout::{Section, notice, page};
 use super::session::Viewer;
@@ -60,17 +60,7 @@ struct QueueTenants {
 
 /// `/ui/tenants?queue=…`.
 pub(crate) fn tenants_of_queue_href(queue: &str) -> String {
-    queue_href_with(queue, &[])
-}
-
-/// `/ui/tenants?queue=…` and more pairs.
-fn queue_href_with(queue: &str, more: &[(&str, &str)]) -> String {
-    let mut query = url::form_urlencoded::Serializer::new(String::new());
-    query.append_pair("queue", queue);
-    for (name, value) in more {
-        query.append_pair(name, value);
-    }
-    format!("/ui/tenants?{}", query.finish())
+    href("/ui/tenants", &[("queue", queue)])
 }
 
 /// Whether the tenant runs as many jobs as its cap allows (or more, after
@@ -194,21 +184,18 @@ pub(crate) async fn set_cap(
     let max_running = if form.remove.is_some() {
         None
     } else {
+        // Only the number is read here; its range (1 to MAX_LIMIT) is
+        // checked by set_tenant_cap, as for the CLI and the API.
         let text = form.max_running.trim();
-        Some(
-            text.parse::<u32>()
-                .ok()
-                .filter(|n| (1..=MAX_LIMIT).contains(n))
-                .ok_or_else(|| {
-                    ApiError::invalid_field(
-                        "max_running",
-                        format!(
-                            "{text:?} is not a cap: a whole number from 1 to {} (Remove takes the tenant's own cap away)",
-                            count(MAX_LIMIT)
-                        ),
-                    )
-                })?,
-        )
+        Some(text.parse::<u32>().map_err(|_| {
+            ApiError::invalid_field(
+                "max_running",
+                format!(
+                    "{text:?} is not a cap: a whole number from 1 to {} (Remove takes the tenant's own cap away)",
+                    count(MAX_LIMIT)
+                ),
+            )
+        })?)
     };
     jobwire_core::set_tenant_cap(&state.pool, &form.queue, Some(&form.tenant), max_running).await?;
     tracing::info!(
@@ -223,7 +210,8 @@ pub(crate) async fn set_cap(
     } else {
         "cap-removed"
     };
-    Ok(Redirect::to(&queue_href_with(&form.queue, &[("done", done)])).into_response())
+    let back = href("/ui/tenants", &[("queue", &form.queue), ("done", done)]);
+    Ok(Redirect::to(&back).into_response())
 }
 
 /// What a queue allows: its own enqueue limits and its tenants' defaults.
