@@ -1824,8 +1824,8 @@ async fn empty_the_outbox(pool: &PgPool) {
 }
 
 /// On a broker queue a capped tenant's waiting jobs have no wake-up until
-/// they get a slot. A cap raised hands its new slots to them as it
-/// commits, and a cap removed wakes the rest: neither waits for the
+/// they get a slot. A cap raised hands its new slots to them once it has
+/// committed, and a cap removed wakes the rest: neither waits for the
 /// reconciler. A cap lowered, or another limit changed, wakes nothing.
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_raised_or_removed_cap_wakes_the_jobs_it_frees_once_it_has_committed(pool: PgPool) {
@@ -1914,7 +1914,7 @@ async fn a_raised_or_removed_cap_wakes_the_jobs_it_frees_once_it_has_committed(p
 }
 
 /// On the PostgreSQL path a raised cap wakes the queue's workers (a NOTIFY
-/// as the change commits) instead of leaving them to their next poll.
+/// once the change has committed) instead of leaving them to their next poll.
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn a_raised_cap_on_the_postgres_path_wakes_its_workers(pool: PgPool) {
     jobwire_core::set_tenant_cap(&pool, "p", None, Some(1))

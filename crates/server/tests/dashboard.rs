@@ -26,6 +26,7 @@ use jobwire_relay::{Relay, RelayConfig};
 use jobwire_server::{HttpServer, Node, RunningNode};
 use jobwire_test_support::brokers;
 use jobwire_test_support::jobs::{wait_for_state, wake_ups_for};
+use jobwire_test_support::wait_for_count;
 use jobwire_test_support::worker::test_worker_config;
 use jobwire_transport::Transport;
 use jobwire_transport::rabbitmq::{RabbitConfig, RabbitTransport};
@@ -689,23 +690,18 @@ async fn own_cap(pool: &PgPool, tenant: &str) -> Option<i32> {
     .flatten()
 }
 
-/// Wait until `jobs` of queue `imports` run (`what` says what failed if
-/// they never do).
+/// Wait until exactly `jobs` of queue `imports` run (`what` says what
+/// failed if they never do).
 async fn until_running(pool: &PgPool, jobs: i64, what: &str) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let running: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM jobs WHERE queue = 'imports' AND state = 'RUNNING'",
-        )
-        .fetch_one(pool)
-        .await
-        .unwrap();
-        if running >= jobs {
-            return;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_count(
+        pool,
+        "SELECT count(*) FROM jobs WHERE queue = $1 AND state = 'RUNNING'",
+        "imports",
+        jobs,
+        WAIT,
+    )
+    .await
+    .unwrap_or_else(|err| panic!("{what}: {err}"));
 }
 
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]

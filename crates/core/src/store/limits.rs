@@ -357,13 +357,13 @@ async fn cap_in_force(
                 .fetch_one(conn)
                 .await?
         }
-        None => sqlx::query_scalar::<_, Option<i32>>(
-            "SELECT tenant_max_running FROM job_queues WHERE queue = $1",
-        )
-        .bind(queue)
-        .fetch_optional(conn)
-        .await?
-        .flatten(),
+        // The row is there: write_tenant_limits makes it first.
+        None => {
+            sqlx::query_scalar("SELECT tenant_max_running FROM job_queues WHERE queue = $1")
+                .bind(queue)
+                .fetch_one(conn)
+                .await?
+        }
     };
     Ok(cap)
 }

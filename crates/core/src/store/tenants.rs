@@ -113,8 +113,8 @@ pub(super) fn argument(argument: &'static str, value: &str) -> Result<()> {
 /// wakes the jobs it frees as soon as it has committed
 /// (wake_after_cap_change.sql): on a broker queue the tenants' waiting jobs
 /// get their wake-ups then, not at the reconciler's next pass, and a
-/// PostgreSQL-path queue's workers are notified. (If that wake fails, the change stands, a
-/// warning is logged and the reconciler wakes them.)
+/// PostgreSQL-path queue's workers are notified. (If that wake fails, the
+/// change stands, a warning is logged and the reconciler wakes them.)
 pub async fn set_tenant_cap(
     pool: &PgPool,
     queue: &str,
