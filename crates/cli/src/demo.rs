@@ -22,6 +22,8 @@ use sqlx::{ConnectOptions, Connection, PgPool};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+mod tenants;
+
 #[derive(clap::Args)]
 pub(crate) struct DemoArgs {
     /// Give up waiting for the jobs after this many seconds (at most a day).
@@ -230,9 +232,12 @@ pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
     if !again.duplicate || again.job_id != enqueued.last().expect("enqueued").job_id {
         bail!("the dedup key did not hold");
     }
+    // 3. Tenants: a cap on running jobs, and a limit on waiting ones.
+    let tenant_jobs = tenants::enqueue(&pool, QUEUE).await?;
+    tracked.extend(tenant_jobs.tracked.iter().cloned());
     outln!("enqueued {} jobs; starting a worker\n", tracked.len());
 
-    // 3. A worker with demo-friendly timings.
+    // 4. A worker with demo-friendly timings.
     let mut registry = HandlerRegistry::new();
     jobwire_consumer::builtin::register_builtin_handlers(
         &mut registry,
@@ -276,9 +281,10 @@ pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
             .with_relay(Relay::new(pool.clone(), transport.clone(), relay_config))
             .closing(transport.clone());
     }
+    let watch = tenants::RunningWatch::start(pool.clone(), QUEUE);
     let mut node = node.with_worker(worker).start()?;
 
-    // 4. Cancel the long export once it is running.
+    // 5. Cancel the long export once it is running.
     let export = tracked
         .iter()
         .find(|(label, ..)| label.starts_with("long export"))
@@ -289,7 +295,7 @@ pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
     let cancel = jobwire_core::request_cancel(&pool, export, "demo").await?;
     outln!("cancel requested for the running export: {cancel:?}");
 
-    // 5. Wait for every job to finish.
+    // 6. Wait for every job to finish.
     let ids: Vec<Uuid> = tracked.iter().map(|(_, id, _)| *id).collect();
     let finals = loop {
         let states = states(&pool, &ids).await?;
@@ -306,6 +312,7 @@ pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
+    let most_running = watch.stop().await?;
     let stopped = node.stop().await?;
     let report = stopped.worker.context("the demo node runs a worker")?;
     let relayed = stopped.relays.first().copied();
@@ -361,6 +368,7 @@ pub(crate) async fn run(database_url: &str, args: DemoArgs) -> Result<()> {
     if unexpected > 0 {
         bail!("{unexpected} jobs did not end as expected");
     }
+    tenants::judge(&pool, &tenant_jobs, most_running).await?;
     outln!("every job ended as expected");
     if let Some(addr) = args.serve {
         serve_dashboard(&pool, addr, shutdown).await?;

@@ -91,6 +91,8 @@ async fn the_demo_runs_to_completion_on_a_fresh_database() {
         "long export (cancelled)",
         "reminder (delayed 2 s)",
         "job type no worker knows",
+        "acme import row 6 (cap 2)",
+        "globex report (after the import)",
     ] {
         let row = out
             .lines()
@@ -98,8 +100,20 @@ async fn the_demo_runs_to_completion_on_a_fresh_database() {
             .unwrap_or_else(|| panic!("no row for {line}: {out}"));
         assert!(row.ends_with("yes"), "{row}");
     }
+    // The tenants' part: the import held to its cap while the report ran,
+    // and the enqueue over a limit refused with nothing written.
+    assert!(out.contains("tenants: acme's import took"), "{out}");
+    assert!(
+        out.contains("enqueue limit: initech may have 3 jobs waiting; 4 jobs in one statement were refused whole (QUEUE_FULL"),
+        "{out}"
+    );
     // The table agrees with what the demo printed.
     let pool = db.pool().await;
+    let initech: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs WHERE tenant = 'initech'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(initech, 0);
     let states: Vec<(String, i64)> =
         sqlx::query_as("SELECT state, count(*) FROM jobs GROUP BY 1 ORDER BY 1")
             .fetch_all(&pool)
@@ -110,7 +124,7 @@ async fn the_demo_runs_to_completion_on_a_fresh_database() {
         vec![
             ("CANCELLED".into(), 1),
             ("FAILED".into(), 3),
-            ("SUCCEEDED".into(), 8)
+            ("SUCCEEDED".into(), 15)
         ]
     );
     pool.close().await;
