@@ -293,14 +293,16 @@ async fn an_override_and_an_uncapped_queue_and_tenantless_jobs(pool: PgPool) {
     let caps = jobwire_core::tenant_caps(&pool, "q").await.unwrap();
     assert_eq!(caps.default_max_running, Some(1));
     let vip = caps.tenants.iter().find(|t| t.tenant == "vip").unwrap();
+    // The PostgreSQL path hands no slot to a waiting job: none starting.
     assert_eq!(
         (
             vip.override_max_running,
             vip.max_running,
             vip.running,
+            vip.starting,
             vip.waiting
         ),
-        (Some(3), Some(3), 3, 2)
+        (Some(3), Some(3), 3, 0, 2)
     );
 
     // Caps removed: the plain claim again, for everything waiting.
@@ -384,6 +386,30 @@ async fn a_broker_queue_wakes_a_capped_tenant_one_slot_at_a_time(pool: PgPool) {
     assert_eq!(woken_now[2], ids[2]);
     let next = wake_up_claim(&pool, &ids[2..3]).await;
     assert_eq!(next.claimed.len(), 1);
+}
+
+/// On a broker queue a job handed a freed slot holds it before it runs:
+/// the tenant's list counts it as starting, beside the running jobs, so
+/// that a tenant at its cap shows so.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_job_handed_a_slot_is_listed_as_starting(pool: PgPool) {
+    capped_broker_queue(&pool, 2).await;
+    let ids = enqueue_for(&pool, "b", "acme", 5).await;
+    let acme = |pool: PgPool| async move {
+        let caps = jobwire_core::tenant_caps(&pool, "b").await.unwrap();
+        let acme = caps.tenants.iter().find(|t| t.tenant == "acme").unwrap();
+        (acme.running, acme.starting, acme.waiting)
+    };
+    // The enqueue handed both slots, to the first two jobs.
+    assert_eq!(acme(pool.clone()).await, (0, 2, 5));
+    let outcome = wake_up_claim(&pool, &ids[..1]).await;
+    assert_eq!(outcome.claimed.len(), 1);
+    assert_eq!(acme(pool.clone()).await, (1, 1, 4));
+    // Its finish hands the slot to the third job.
+    jobwire_core::complete(&pool, "c", outcome.claimed[0].lease)
+        .await
+        .unwrap();
+    assert_eq!(acme(pool.clone()).await, (0, 2, 4));
 }
 
 /// Locking a slot row writes it, so a claim locks only the free slots it

@@ -209,20 +209,25 @@ pub(crate) async fn tenant(pool: &PgPool, command: TenantCommand) -> Result<()> 
             }
             // One column for every limit in force, marking the tenant's own
             // (an override of any of the three, not only of the cap).
+            // Starting: waiting jobs handed a freed slot, their wake-up on
+            // its way (broker queues); they hold the slot, and count among
+            // the waiting.
             outln!(
-                "{:<32} {:>8} {:>8} {:>8}  limits in force ((own): the tenant's override)",
+                "{:<32} {:>8} {:>8} {:>8} {:>8}  limits in force ((own): the tenant's override)",
                 "tenant",
                 "cap",
                 "running",
+                "starting",
                 "waiting"
             );
             let show = |n: Option<i32>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
             for tenant in caps.tenants {
                 outln!(
-                    "{:<32} {:>8} {:>8} {:>8}  {}",
+                    "{:<32} {:>8} {:>8} {:>8} {:>8}  {}",
                     visible(&tenant.tenant),
                     show(tenant.max_running),
                     tenant.running,
+                    tenant.starting,
                     tenant.waiting,
                     describe_marked(&tenant.limits, &tenant.overrides)
                 );

@@ -49,7 +49,12 @@ pub struct TenantCap {
     pub limits: TenantLimits,
     /// Its jobs running now under the cap (holding a slot).
     pub running: i64,
-    /// Its jobs waiting (queued or waiting for a retry).
+    /// Its waiting jobs handed a freed slot, their wake-up on its way (on
+    /// broker queues): they hold the slot until they start, so the tenant
+    /// is at its cap when `running + starting` reaches it.
+    pub starting: i64,
+    /// Its jobs waiting (queued or waiting for a retry), the starting ones
+    /// among them.
     pub waiting: i64,
 }
 
@@ -65,6 +70,7 @@ struct TenantCapRow {
     rate_jobs: Option<i32>,
     rate_seconds: Option<i32>,
     running: i64,
+    starting: i64,
     waiting: i64,
 }
 
@@ -87,6 +93,7 @@ impl From<TenantCapRow> for TenantCap {
                 row.rate_seconds,
             ),
             running: row.running,
+            starting: row.starting,
             waiting: row.waiting,
         }
     }

@@ -37,7 +37,11 @@ pub(crate) struct TenantView {
     limits: TenantLimitsBody,
     /// Its jobs running now under the cap.
     running: i64,
-    /// Its jobs waiting (queued or waiting for a retry).
+    /// Its waiting jobs handed a freed slot, their wake-up on its way (broker
+    /// queues): they hold the slot until they start.
+    starting: i64,
+    /// Its jobs waiting (queued or waiting for a retry), the starting ones
+    /// among them.
     waiting: i64,
 }
 
@@ -50,6 +54,7 @@ impl From<TenantCap> for TenantView {
             overrides: tenant.overrides.into(),
             limits: tenant.limits.into(),
             running: tenant.running,
+            starting: tenant.starting,
             waiting: tenant.waiting,
         }
     }

@@ -63,12 +63,18 @@ pub(crate) fn tenants_of_queue_href(queue: &str) -> String {
     href("/ui/tenants", &[("queue", queue)])
 }
 
-/// Whether the tenant runs as many jobs as its cap allows (or more, after
-/// the cap was lowered): its next job waits for one of them to finish.
+/// The slots the tenant holds: its running jobs', and on a broker queue
+/// those handed to waiting jobs whose wake-up is on its way.
+fn held(tenant: &TenantCap) -> i64 {
+    tenant.running + tenant.starting
+}
+
+/// Whether the tenant holds as many slots as its cap allows (or more, after
+/// the cap was lowered): its next job waits for one of them to free.
 fn at_cap(tenant: &TenantCap) -> bool {
     tenant
         .max_running
-        .is_some_and(|cap| tenant.running >= i64::from(cap))
+        .is_some_and(|cap| held(tenant) >= i64::from(cap))
 }
 
 /// Whether the cap holds the tenant back now: at (or over) its cap, with jobs
@@ -301,7 +307,12 @@ fn queue_section(section: &QueueTenants, shown: usize, admin: Option<&Viewer>) -
                                     // tenant without a cap holds none.
                                     @if let Some(cap) = tenant.max_running {
                                         (count(tenant.running)) " of " (count(cap)) (own(tenant.overrides.max_running.is_some()))
-                                        @if tenant.running > i64::from(cap) {
+                                        @if tenant.starting > 0 {
+                                            ", " span.starting title="Handed a freed slot; their wake-up is on its way" {
+                                                (count(tenant.starting)) " starting"
+                                            }
+                                        }
+                                        @if held(tenant) > i64::from(cap) {
                                             " " span.badge.waiting { "over cap" }
                                         } @else if held_back(tenant) {
                                             " " span.badge.waiting { "held back" }
@@ -362,6 +373,7 @@ mod tests {
                 ..TenantLimits::default()
             },
             running,
+            starting: 0,
             waiting,
         }
     }
@@ -376,6 +388,12 @@ mod tests {
             tenant("at-cap-idle", Some(3), 3, 0),
             tenant("over-cap", Some(2), 3, 1),
             tenant("uncapped", None, 0, 10),
+            // Two running and its third slot handed to a waiting job: at
+            // its cap, as the claim sees it.
+            TenantCap {
+                starting: 1,
+                ..tenant("handed", Some(3), 2, 4)
+            },
         ];
         busiest_first(&mut tenants);
         let order: Vec<&str> = tenants.iter().map(|t| t.tenant.as_str()).collect();
@@ -383,6 +401,7 @@ mod tests {
             order,
             [
                 "capped-big",
+                "handed",
                 "capped-small",
                 "over-cap",
                 "backlog",
