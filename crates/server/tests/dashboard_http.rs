@@ -642,3 +642,42 @@ async fn a_form_address_opened_as_a_page_is_a_page_saying_so(pool: PgPool) {
     }
     assert_page(response, 405, "METHOD_NOT_ALLOWED").await;
 }
+
+/// On a broker queue, a waiting job handed a freed slot holds it before it
+/// runs: the Tenants page shows it as starting, and a tenant holding every
+/// slot of its cap that way as held back.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn the_tenants_page_counts_jobs_handed_a_slot_as_starting(pool: PgPool) {
+    let api = Api::start(pool.clone()).await;
+    jobwire_core::set_queue_dispatch(
+        &pool,
+        "b",
+        &jobwire_core::Dispatch::Broker { topic: "t".into() },
+    )
+    .await
+    .unwrap();
+    jobwire_core::set_tenant_cap(&pool, "b", None, Some(2))
+        .await
+        .unwrap();
+    // The enqueue hands the cap's two slots to the first two jobs.
+    let jobs: Vec<NewJob> = (0..3)
+        .map(|i| {
+            NewJob::new("noop", json!({ "i": i }))
+                .with_queue("b")
+                .with_tenant("acme")
+        })
+        .collect();
+    jobwire_core::enqueue_many(&pool, &jobs).await.unwrap();
+
+    let (cookie, _) = log_in(&api, &api.read).await;
+    let page = get_with(&api, "/ui/tenants?queue=b", &cookie)
+        .await
+        .text()
+        .await
+        .unwrap();
+    let row = &page[page.find("data-tenant=\"acme\"").expect("acme's row")..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains("0 of 2"), "{row}");
+    assert!(row.contains("2 starting"), "{row}");
+    assert!(row.contains("held back"), "{row}");
+}
