@@ -1894,18 +1894,24 @@ async fn a_raised_or_removed_cap_wakes_the_jobs_it_frees_once_it_has_committed(p
     );
     empty_the_outbox(&pool).await;
 
-    // Lowered by an override: nothing.
+    // Lowered by an override: no wake-up, and the slot above the new cap,
+    // handed to the third job, is taken back.
     jobwire_core::set_tenant_cap(&pool, "b", Some("acme"), Some(2))
         .await
         .unwrap();
     assert_eq!(outbox_wake_ups(&pool).await, vec![]);
+    assert_eq!(held_slots(&pool, "b").await, 2 + 1); // acme's two, solo's one
 
-    // The override removed: back to the default of 3, a raise, but acme's
-    // three slots are handed already: nothing to hand.
+    // The override removed: back to the default of 3, a raise: the third
+    // slot goes to the third job again.
     jobwire_core::set_tenant_cap(&pool, "b", Some("acme"), None)
         .await
         .unwrap();
-    assert_eq!(outbox_wake_ups(&pool).await, vec![]);
+    assert_eq!(
+        outbox_wake_ups(&pool).await,
+        vec![(ids[2], Some("cap".to_owned()))]
+    );
+    empty_the_outbox(&pool).await;
 
     // The default removed: acme has no cap left, and its last two jobs,
     // which held no slot, get their wake-ups; solo, capped by its own,
@@ -1937,6 +1943,59 @@ async fn a_raised_or_removed_cap_wakes_the_jobs_it_frees_once_it_has_committed(p
 
     // Every one of acme's jobs claims on its wake-up: none is left waiting.
     assert_eq!(wake_up_claim(&pool, &ids).await.claimed.len(), 5);
+}
+
+/// On a broker queue a freed slot is handed to the next waiting job, which
+/// holds it while its wake-up travels. A cap lowered below such slots takes
+/// them back once it has committed: those jobs do not start over the new
+/// cap when their wake-ups arrive, but wait for a slot under it.
+#[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
+async fn a_lowered_cap_takes_back_the_slots_above_it_from_jobs_not_yet_started(pool: PgPool) {
+    capped_broker_queue(&pool, 3).await;
+    // `solo`'s own cap is not the one lowered: its handed slot stays.
+    jobwire_core::set_tenant_cap(&pool, "b", Some("solo"), Some(2))
+        .await
+        .unwrap();
+    let ids = enqueue_for(&pool, "b", "acme", 5).await;
+    let solo = enqueue_for(&pool, "b", "solo", 3).await;
+    let started = wake_up_claim(&pool, &ids[..1]).await;
+    assert_eq!(started.claimed.len(), 1);
+    let acme = |pool: PgPool| async move {
+        let caps = jobwire_core::tenant_caps(&pool, "b").await.unwrap();
+        let acme = caps.tenants.iter().find(|t| t.tenant == "acme").unwrap();
+        (acme.running, acme.starting)
+    };
+    assert_eq!(acme(pool.clone()).await, (1, 2));
+
+    // The default cut to 1: the running job stays; the two handed slots
+    // above it are taken back.
+    jobwire_core::set_tenant_cap(&pool, "b", None, Some(1))
+        .await
+        .unwrap();
+    assert_eq!(acme(pool.clone()).await, (1, 0));
+    assert_eq!(jobs_naming_a_slot(&pool).await, 1 + 2);
+    // Their wake-ups arrive: they miss, capped; solo's handed jobs start.
+    let late = wake_up_claim(&pool, &ids[1..3]).await;
+    assert!(late.claimed.is_empty());
+    assert_eq!(
+        late.missed,
+        vec![
+            (ids[1], jobwire_core::ClaimMiss::Capped),
+            (ids[2], jobwire_core::ClaimMiss::Capped)
+        ]
+    );
+    assert_eq!(wake_up_claim(&pool, &solo[..2]).await.claimed.len(), 2);
+
+    // The running job's finish hands its slot on, as any freed slot.
+    empty_the_outbox(&pool).await;
+    jobwire_core::complete(&pool, "c", started.claimed[0].lease)
+        .await
+        .unwrap();
+    assert_eq!(
+        outbox_wake_ups(&pool).await,
+        vec![(ids[1], Some("slot".to_owned()))]
+    );
+    assert_eq!(acme(pool.clone()).await, (0, 1));
 }
 
 /// On the PostgreSQL path a raised cap wakes the queue's workers (a NOTIFY

@@ -247,7 +247,8 @@ pub async fn set_tenant_limits(
 /// [`set_tenant_limits`], or with `running_only` just the running cap.
 /// A running cap raised, or removed with none left in force, wakes what it
 /// freed once it has committed, in a statement of its own: broker
-/// wake-ups, or a NOTIFY on the PostgreSQL path.
+/// wake-ups, or a NOTIFY on the PostgreSQL path. One lowered takes back, in
+/// the same way, the slots above it handed to jobs not yet started.
 pub(super) async fn write_tenant_limits(
     pool: &PgPool,
     queue: &str,
@@ -311,25 +312,36 @@ pub(super) async fn write_tenant_limits(
         .await?;
     let cap_after = cap_in_force(&mut tx, queue, tenant).await?;
     tx.commit().await?;
-    let uncapped = match (cap_before, cap_after) {
-        (Some(_), None) => true,
-        (Some(before), Some(after)) if after > before => false,
-        // Lowered, set where there was none, or unchanged: nothing freed.
-        _ => return Ok(()),
-    };
+    match (cap_before, cap_after) {
+        (Some(_), None) => wake_what_it_freed(pool, queue, tenant, true).await,
+        (Some(before), Some(after)) if after > before => {
+            wake_what_it_freed(pool, queue, tenant, false).await
+        }
+        (Some(before), Some(after)) if after < before => {
+            take_back_slots_over_the_cap(pool, queue, tenant).await
+        }
+        // Set where there was none, or unchanged: nothing freed, nothing
+        // handed over it.
+        _ => {}
+    }
+    Ok(())
+}
+
+/// After a committed raise or removal of a cap, in a statement of its own:
+/// wake the jobs it freed (`uncapped`: the change left tenants with no cap).
+/// The change itself has committed: a failure here is the caller's to hear
+/// of only in the log, and the reconciler wakes the jobs later.
+async fn wake_what_it_freed(pool: &PgPool, queue: &str, tenant: Option<&str>, uncapped: bool) {
     // Not prepared for reuse: a generic plan could not use the tenant to
     // find one tenant's jobs.
-    let woken: Result<Option<i64>> =
+    let woken: std::result::Result<Option<i64>, sqlx::Error> =
         sqlx::query_scalar(include_str!("../../sql/wake_after_cap_change.sql"))
             .bind(queue)
             .bind(tenant)
             .bind(uncapped)
             .persistent(false)
             .fetch_optional(pool)
-            .await
-            .map_err(Into::into);
-    // The change itself has committed: a failure here is the caller's to
-    // hear of only in the log, and the reconciler wakes the jobs later.
+            .await;
     match woken {
         Ok(woken) => tracing::debug!(queue, ?tenant, ?woken, "a cap change woke what it freed"),
         Err(err) => tracing::warn!(
@@ -339,7 +351,36 @@ pub(super) async fn write_tenant_limits(
             "a cap change committed, but waking the jobs it freed failed; the reconciler wakes them"
         ),
     }
-    Ok(())
+}
+
+/// After a committed cut of a cap, in a statement of its own: on a broker
+/// queue, the slots above the new cap that were handed to waiting jobs
+/// (their wake-up on its way) are taken back, so that those jobs do not
+/// start over the cap; their wake-ups find no slot and miss, and the jobs
+/// wait for the next freed slot as the others do. A failure leaves them to
+/// start over the cap, as jobs already running do; it is logged.
+async fn take_back_slots_over_the_cap(pool: &PgPool, queue: &str, tenant: Option<&str>) {
+    let taken: std::result::Result<i64, sqlx::Error> =
+        sqlx::query_scalar(include_str!("../../sql/take_back_slots_over_the_cap.sql"))
+            .bind(queue)
+            .bind(tenant)
+            .persistent(false)
+            .fetch_one(pool)
+            .await;
+    match taken {
+        Ok(taken) => tracing::debug!(
+            queue,
+            ?tenant,
+            taken,
+            "a lowered cap took back handed slots"
+        ),
+        Err(err) => tracing::warn!(
+            queue,
+            ?tenant,
+            error = %err,
+            "a cap was lowered, but taking back the slots handed over it failed; jobs given them may start over the new cap"
+        ),
+    }
 }
 
 /// The cap on running jobs the change is about: `tenant`'s in force (its

@@ -116,7 +116,8 @@ pub(super) fn argument(argument: &'static str, value: &str) -> Result<()> {
 /// `t`. `max_running = None` removes that cap (a removed override falls
 /// back to the default). Claims follow it within a second; jobs already
 /// running over a lowered cap finish, and no new one starts until the
-/// tenant is under it. A cap raised, or removed with no cap left in force,
+/// tenant is under it (on a broker queue, jobs handed a slot above it give
+/// that slot back once the change has committed). A cap raised, or removed with no cap left in force,
 /// wakes the jobs it frees as soon as it has committed
 /// (wake_after_cap_change.sql): on a broker queue the tenants' waiting jobs
 /// get their wake-ups then, not at the reconciler's next pass, and a
