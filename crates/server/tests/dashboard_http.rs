@@ -644,8 +644,9 @@ async fn a_form_address_opened_as_a_page_is_a_page_saying_so(pool: PgPool) {
 }
 
 /// On a broker queue, a waiting job handed a freed slot holds it before it
-/// runs: the Tenants page shows it as starting, and a tenant holding every
-/// slot of its cap that way as held back.
+/// runs: the Tenants page shows it as starting, a tenant holding every slot
+/// of its cap that way as at its cap, and as held back only with a job
+/// waiting for a slot behind them.
 #[sqlx::test(migrator = "jobwire_core::MIGRATOR")]
 async fn the_tenants_page_counts_jobs_handed_a_slot_as_starting(pool: PgPool) {
     let api = Api::start(pool.clone()).await;
@@ -659,15 +660,18 @@ async fn the_tenants_page_counts_jobs_handed_a_slot_as_starting(pool: PgPool) {
     jobwire_core::set_tenant_cap(&pool, "b", None, Some(2))
         .await
         .unwrap();
-    // The enqueue hands the cap's two slots to the first two jobs.
-    let jobs: Vec<NewJob> = (0..3)
-        .map(|i| {
-            NewJob::new("noop", json!({ "i": i }))
-                .with_queue("b")
-                .with_tenant("acme")
-        })
-        .collect();
-    jobwire_core::enqueue_many(&pool, &jobs).await.unwrap();
+    // The enqueue hands each tenant's two slots to its first two jobs:
+    // acme's third waits for a slot, globex has none waiting beyond them.
+    for (tenant, jobs) in [("acme", 3), ("globex", 2)] {
+        let jobs: Vec<NewJob> = (0..jobs)
+            .map(|i| {
+                NewJob::new("noop", json!({ "i": i }))
+                    .with_queue("b")
+                    .with_tenant(tenant)
+            })
+            .collect();
+        jobwire_core::enqueue_many(&pool, &jobs).await.unwrap();
+    }
 
     let (cookie, _) = log_in(&api, &api.read).await;
     let page = get_with(&api, "/ui/tenants?queue=b", &cookie)
@@ -675,9 +679,21 @@ async fn the_tenants_page_counts_jobs_handed_a_slot_as_starting(pool: PgPool) {
         .text()
         .await
         .unwrap();
-    let row = &page[page.find("data-tenant=\"acme\"").expect("acme's row")..];
-    let row = &row[..row.find("</tr>").unwrap()];
-    assert!(row.contains("0 of 2"), "{row}");
-    assert!(row.contains("2 starting"), "{row}");
-    assert!(row.contains("held back"), "{row}");
+    let row = |tenant: &str| {
+        let at = page
+            .find(&format!("data-tenant=\"{tenant}\""))
+            .expect("the tenant's row");
+        let row = &page[at..];
+        row[..row.find("</tr>").unwrap()].to_owned()
+    };
+    let acme = row("acme");
+    assert!(acme.contains("0 of 2"), "{acme}");
+    assert!(acme.contains("2 starting"), "{acme}");
+    assert!(acme.contains("held back"), "{acme}");
+    let globex = row("globex");
+    assert!(globex.contains("2 starting"), "{globex}");
+    assert!(
+        globex.contains("at cap") && !globex.contains("held back"),
+        "{globex}"
+    );
 }

@@ -78,9 +78,10 @@ fn at_cap(tenant: &TenantCap) -> bool {
 }
 
 /// Whether the cap holds the tenant back now: at (or over) its cap, with jobs
-/// waiting behind it.
+/// waiting for a slot behind it (the starting ones, counted among the
+/// waiting, hold one).
 fn held_back(tenant: &TenantCap) -> bool {
-    at_cap(tenant) && tenant.waiting > 0
+    at_cap(tenant) && tenant.waiting > tenant.starting
 }
 
 /// Whether the tenant has as many jobs waiting as it may: its enqueues are
