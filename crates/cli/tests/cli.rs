@@ -102,7 +102,7 @@ async fn the_demo_runs_to_completion_on_a_fresh_database() {
     }
     // The tenants' part: the import held to its cap while the report ran,
     // and the enqueue over a limit refused with nothing written.
-    assert!(out.contains("tenants: acme's import took"), "{out}");
+    assert!(out.contains("tenants: acme's import finished"), "{out}");
     assert!(
         out.contains("enqueue limit: initech may have 3 jobs waiting; 4 jobs in one statement were refused whole (QUEUE_FULL"),
         "{out}"

@@ -153,7 +153,8 @@ impl RunningWatch {
                 .bind(&queue)
                 .bind(CAPPED)
                 .fetch_one(&pool)
-                .await?;
+                .await
+                .context("sampling the capped tenant's running jobs")?;
                 most = most.max(running);
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
@@ -179,19 +180,20 @@ pub(super) async fn judge(pool: &PgPool, jobs: &TenantJobs, most_running: i64) -
             .with_context(|| format!("job {id} has not finished"))?;
         anyhow::Ok((status.created_at, finished))
     };
-    let mut import_start: Option<DateTime<Utc>> = None;
+    let mut import_enqueued: Option<DateTime<Utc>> = None;
     let mut import_end: Option<DateTime<Utc>> = None;
     for id in &jobs.imports {
         let (created, finished) = finished(*id).await?;
-        import_start = Some(import_start.map_or(created, |at| at.min(created)));
+        import_enqueued = Some(import_enqueued.map_or(created, |at| at.min(created)));
         import_end = Some(import_end.map_or(finished, |at| at.max(finished)));
     }
-    let (import_start, import_end) = import_start.zip(import_end).context("no import jobs")?;
+    let (import_enqueued, import_end) =
+        import_enqueued.zip(import_end).context("no import jobs")?;
     let (report_created, report_finished) = finished(jobs.report).await?;
     let ms = |from: DateTime<Utc>, to: DateTime<Utc>| (to - from).num_milliseconds();
     outln!(
-        "tenants: {CAPPED}'s import took {} ms, at most {most_running} running at once (sampled every 10 ms); {BESIDE}'s report, enqueued behind it, finished {} ms after its enqueue, while the import ran",
-        ms(import_start, import_end),
+        "tenants: {CAPPED}'s import finished {} ms after its enqueue, at most {most_running} running at once (sampled every 10 ms); {BESIDE}'s report, enqueued behind it, {} ms after its own, while the import ran",
+        ms(import_enqueued, import_end),
         ms(report_created, report_finished)
     );
     if most_running > i64::from(CAP) {
