@@ -7,19 +7,23 @@
 -- slot, for one to free under the new cap; its wake-up then finds no slot
 -- and misses (`capped`). Returns how many were taken back.
 -- Hand-outs, completions and claims take only slots at or below the cap
--- in force, so none takes these again. A job being claimed at this moment
--- (its row locked) is skipped, as the reconciler's release of handed slots
--- skips it (jobwire_release_handed_slots): it starts, like the jobs already
--- running over the cap. Rows are taken in the same order as that release:
--- the job first, then its slot.
+-- in force, so none takes these again (but a completion whose statement
+-- began before the cut committed, which read the old cap). This runs once:
+-- a job whose row is locked now (being claimed at this instant, or passed
+-- over by a concurrent completion) is skipped, as the reconciler's release
+-- of handed slots skips it (jobwire_release_handed_slots), and starts with
+-- its slot, like the jobs already running above the cap. Rows are taken in
+-- the same order as that release: the job first, then its slot.
 WITH handed AS MATERIALIZED (
     SELECT j.job_id, s.queue, s.tenant, s.slot
     FROM job_tenant_slots s
     JOIN jobs j ON j.job_id = s.job_id AND j.tenant_slot = s.slot
+    CROSS JOIN LATERAL (SELECT jobwire_tenant_cap(s.queue, s.tenant) AS cap) c
     WHERE s.queue = $1 AND ($2::text IS NULL OR s.tenant = $2::text)
       AND s.job_id IS NOT NULL
       AND j.state IN ('QUEUED', 'RETRY_WAIT')
-      AND s.slot > coalesce(jobwire_tenant_cap(s.queue, s.tenant), 2147483647)
+      -- An uncapped tenant (no cap in force) has nothing above a cap.
+      AND c.cap IS NOT NULL AND s.slot > c.cap
     ORDER BY j.job_id
     FOR UPDATE OF j SKIP LOCKED
 ),

@@ -114,11 +114,13 @@ pub(super) fn argument(argument: &'static str, value: &str) -> Result<()> {
 /// Cap how many jobs of one tenant of `queue` run at once: `tenant = None`
 /// sets the queue's default for every tenant, `Some(t)` overrides it for
 /// `t`. `max_running = None` removes that cap (a removed override falls
-/// back to the default). Claims follow it within a second; jobs already
-/// running over a lowered cap finish, and no new one starts until the
-/// tenant is under it (on a broker queue, jobs handed a slot above it give
-/// that slot back once the change has committed). A cap raised, or removed with no cap left in force,
-/// wakes the jobs it frees as soon as it has committed
+/// back to the default). Claims follow it within a second. A cap holds by
+/// its slots' numbers: after a cut, jobs already running in slots above it
+/// finish and their slots are not taken again, while slots at or below it
+/// are, as they free; on a broker queue, jobs handed a slot above it give
+/// that slot back once the change has committed. A cap raised, or removed
+/// with no cap left in force, wakes the jobs it frees as soon as it has
+/// committed
 /// (wake_after_cap_change.sql): on a broker queue the tenants' waiting jobs
 /// get their wake-ups then, not at the reconciler's next pass, and a
 /// PostgreSQL-path queue's workers are notified. (If that wake fails, the
