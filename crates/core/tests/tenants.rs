@@ -67,6 +67,18 @@ async fn held_slots(pool: &PgPool, queue: &str) -> i64 {
     .unwrap()
 }
 
+/// A tenant of `queue` as `tenant_caps` lists it: its running, starting and
+/// waiting jobs.
+async fn listed(pool: &PgPool, queue: &str, tenant: &str) -> (i64, i64, i64) {
+    let caps = jobwire_core::tenant_caps(pool, queue).await.unwrap();
+    let listed = caps
+        .tenants
+        .iter()
+        .find(|t| t.tenant == tenant)
+        .unwrap_or_else(|| panic!("{tenant} is not listed"));
+    (listed.running, listed.starting, listed.waiting)
+}
+
 async fn state_and_attempts(pool: &PgPool, job_id: Uuid) -> (String, i32) {
     sqlx::query_as("SELECT state::text, attempt_count FROM jobs WHERE job_id = $1")
         .bind(job_id)
@@ -395,21 +407,16 @@ async fn a_broker_queue_wakes_a_capped_tenant_one_slot_at_a_time(pool: PgPool) {
 async fn a_job_handed_a_slot_is_listed_as_starting(pool: PgPool) {
     capped_broker_queue(&pool, 2).await;
     let ids = enqueue_for(&pool, "b", "acme", 5).await;
-    let acme = |pool: PgPool| async move {
-        let caps = jobwire_core::tenant_caps(&pool, "b").await.unwrap();
-        let acme = caps.tenants.iter().find(|t| t.tenant == "acme").unwrap();
-        (acme.running, acme.starting, acme.waiting)
-    };
     // The enqueue handed both slots, to the first two jobs.
-    assert_eq!(acme(pool.clone()).await, (0, 2, 5));
+    assert_eq!(listed(&pool, "b", "acme").await, (0, 2, 5));
     let outcome = wake_up_claim(&pool, &ids[..1]).await;
     assert_eq!(outcome.claimed.len(), 1);
-    assert_eq!(acme(pool.clone()).await, (1, 1, 4));
+    assert_eq!(listed(&pool, "b", "acme").await, (1, 1, 4));
     // Its finish hands the slot to the third job.
     jobwire_core::complete(&pool, "c", outcome.claimed[0].lease)
         .await
         .unwrap();
-    assert_eq!(acme(pool.clone()).await, (0, 2, 4));
+    assert_eq!(listed(&pool, "b", "acme").await, (0, 2, 4));
 }
 
 /// Locking a slot row writes it, so a claim locks only the free slots it
@@ -1960,19 +1967,14 @@ async fn a_lowered_cap_takes_back_the_slots_above_it_from_jobs_not_yet_started(p
     let solo = enqueue_for(&pool, "b", "solo", 3).await;
     let started = wake_up_claim(&pool, &ids[..1]).await;
     assert_eq!(started.claimed.len(), 1);
-    let acme = |pool: PgPool| async move {
-        let caps = jobwire_core::tenant_caps(&pool, "b").await.unwrap();
-        let acme = caps.tenants.iter().find(|t| t.tenant == "acme").unwrap();
-        (acme.running, acme.starting)
-    };
-    assert_eq!(acme(pool.clone()).await, (1, 2));
+    assert_eq!(listed(&pool, "b", "acme").await, (1, 2, 4));
 
     // The default cut to 1: the running job stays; the two handed slots
     // above it are taken back.
     jobwire_core::set_tenant_cap(&pool, "b", None, Some(1))
         .await
         .unwrap();
-    assert_eq!(acme(pool.clone()).await, (1, 0));
+    assert_eq!(listed(&pool, "b", "acme").await, (1, 0, 4));
     assert_eq!(jobs_naming_a_slot(&pool).await, 1 + 2);
     // Their wake-ups arrive: they miss, capped; solo's handed jobs start.
     let late = wake_up_claim(&pool, &ids[1..3]).await;
@@ -1995,7 +1997,7 @@ async fn a_lowered_cap_takes_back_the_slots_above_it_from_jobs_not_yet_started(p
         outbox_wake_ups(&pool).await,
         vec![(ids[1], Some("slot".to_owned()))]
     );
-    assert_eq!(acme(pool.clone()).await, (0, 1));
+    assert_eq!(listed(&pool, "b", "acme").await, (0, 1, 4));
 }
 
 /// On the PostgreSQL path a raised cap wakes the queue's workers (a NOTIFY
